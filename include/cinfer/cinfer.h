@@ -1,0 +1,160 @@
+/* cinfer public C API: status codes, tensors, models, sessions. The only header users include.
+ *
+ * Conventions (after ONNX Runtime's C API):
+ *  - every fallible call returns a cinfer_status; CINFER_OK is 0. On failure the message, naming the
+ *    model, node, input, field or dtype it is about, is read with cinfer_last_error() (per thread).
+ *  - opaque handles come in create/free pairs; *_free(NULL) is a no-op.
+ *  - options that will grow are key/value strings so the ABI stays stable.
+ *
+ * Typical use:
+ *     cinfer_model *m;   cinfer_model_load("model.onnx", &m);
+ *     cinfer_session *s; cinfer_session_create(m, "cpu", NULL, NULL, 0, &s);
+ *     cinfer_tensor in = {.name = "x", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {1, 4}, .data = buf};
+ *     cinfer_tensor out[1];
+ *     cinfer_session_run(s, &in, 1, out, 1);  ...  cinfer_tensor_free_data(&out[0]);
+ *     cinfer_session_free(s); cinfer_model_free(m);
+ */
+#ifndef CINFER_H
+#define CINFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CINFER_VERSION_MAJOR 0
+#define CINFER_VERSION_MINOR 1
+#define CINFER_VERSION_PATCH 0
+
+/* Most dimensions a tensor may have. */
+#define CINFER_MAX_DIMS 8
+
+typedef enum cinfer_status {
+    CINFER_OK = 0,
+    CINFER_ERR_INVALID_ARGUMENT = 1, /* caller passed a wrong name, dtype, shape or option */
+    CINFER_ERR_INVALID_MODEL = 2,    /* the model file is malformed or inconsistent */
+    CINFER_ERR_UNSUPPORTED = 3,      /* valid, but an op, dtype or attribute cinfer does not implement */
+    CINFER_ERR_OUT_OF_MEMORY = 4,
+    CINFER_ERR_IO = 5,        /* a file could not be read or written */
+    CINFER_ERR_RUNTIME = 6,   /* a kernel or backend failed while running */
+    CINFER_ERR_NOT_FOUND = 7, /* a name or index that does not exist */
+} cinfer_status;
+
+/* Element types. Values equal ONNX TensorProto.DataType so they can be passed through. */
+typedef enum cinfer_dtype {
+    CINFER_DTYPE_UNDEFINED = 0,
+    CINFER_DTYPE_FLOAT = 1,
+    CINFER_DTYPE_UINT8 = 2,
+    CINFER_DTYPE_INT8 = 3,
+    CINFER_DTYPE_UINT16 = 4,
+    CINFER_DTYPE_INT16 = 5,
+    CINFER_DTYPE_INT32 = 6,
+    CINFER_DTYPE_INT64 = 7,
+    CINFER_DTYPE_STRING = 8,
+    CINFER_DTYPE_BOOL = 9,
+    CINFER_DTYPE_FLOAT16 = 10,
+    CINFER_DTYPE_DOUBLE = 11,
+    CINFER_DTYPE_UINT32 = 12,
+    CINFER_DTYPE_UINT64 = 13,
+    CINFER_DTYPE_BFLOAT16 = 16,
+} cinfer_dtype;
+
+/* A dense, row-major tensor. For inputs the caller owns `data`; `name` selects the model input
+ * (NULL means "by position"). Outputs are filled by cinfer_session_run with data the caller
+ * releases with cinfer_tensor_free_data. */
+typedef struct cinfer_tensor {
+    const char *name;
+    cinfer_dtype dtype;
+    int ndim;
+    int64_t dims[CINFER_MAX_DIMS];
+    void *data;
+} cinfer_tensor;
+
+/* Static description of a model input or output. A dim of -1 is dynamic; dim_names[i] then holds
+ * its symbolic name ("batch") or NULL. ndim is -1 when the model gives no shape. Strings belong
+ * to the model. */
+typedef struct cinfer_value_info {
+    const char *name;
+    cinfer_dtype dtype;
+    int ndim;
+    int64_t dims[CINFER_MAX_DIMS];
+    const char *dim_names[CINFER_MAX_DIMS];
+} cinfer_value_info;
+
+/* Load-time facts about a model (after graph optimisation). */
+typedef struct cinfer_model_stats {
+    int64_t opset;               /* default-domain opset the model imports */
+    size_t num_nodes;            /* nodes left after optimisation */
+    size_t num_nodes_original;   /* nodes in the file */
+    size_t num_parameters;       /* elements in initializers and folded constants */
+    size_t parameter_bytes;
+    size_t num_host_shape_nodes; /* nodes evaluated on the host while planning (shape subgraphs) */
+} cinfer_model_stats;
+
+typedef struct cinfer_model cinfer_model;
+typedef struct cinfer_session cinfer_session;
+
+/* ---- library ---- */
+const char *cinfer_version(void);                 /* "0.1.0" */
+const char *cinfer_last_error(void);              /* message of this thread's last failure, or "" */
+const char *cinfer_status_name(cinfer_status s);  /* "CINFER_ERR_UNSUPPORTED" */
+const char *cinfer_dtype_name(cinfer_dtype t);    /* "float32", "int64", ... */
+size_t cinfer_dtype_size(cinfer_dtype t);         /* bytes per element; 0 for undefined/string */
+
+/* ---- models ---- */
+/* Loads an ONNX model file. External data files are resolved relative to the model's folder and
+ * may not escape it. Fails listing every unsupported op (with node names) at once. */
+cinfer_status cinfer_model_load(const char *path, cinfer_model **out);
+/* Same from bytes in memory; base_dir (may be NULL) is where external data files live. */
+cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, const char *base_dir,
+                                            cinfer_model **out);
+void cinfer_model_free(cinfer_model *model);
+
+size_t cinfer_model_num_inputs(const cinfer_model *model);
+size_t cinfer_model_num_outputs(const cinfer_model *model);
+cinfer_status cinfer_model_input_info(const cinfer_model *model, size_t index, cinfer_value_info *out);
+cinfer_status cinfer_model_output_info(const cinfer_model *model, size_t index, cinfer_value_info *out);
+cinfer_status cinfer_model_get_stats(const cinfer_model *model, cinfer_model_stats *out);
+/* Op histogram of the optimised graph: entry `index` < cinfer_model_num_op_types(). */
+size_t cinfer_model_num_op_types(const cinfer_model *model);
+cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t index, const char **op_type, size_t *count);
+
+/* ---- ops ---- */
+/* Number of op types cinfer implements, and their names with a comma list of backends ("cpu"). */
+size_t cinfer_num_supported_ops(void);
+cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
+
+/* ---- sessions ---- */
+/* Creates a session running `model` on `device` ("cpu"; "cuda[:N]" once the CUDA backend exists).
+ * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores). */
+cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
+                                    const char *const *option_keys, const char *const *option_values,
+                                    size_t num_options, cinfer_session **out);
+void cinfer_session_free(cinfer_session *session);
+
+/* Runs the model. `inputs` give every model input (matched by name, or by position when name is
+ * NULL). `outputs` receives num_outputs tensors in model output order (num_outputs must equal
+ * cinfer_model_num_outputs); free each with cinfer_tensor_free_data. Plans are cached per input
+ * shape, so the first run at a new shape plans memory and later runs reuse the plan. */
+cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                 cinfer_tensor *outputs, size_t num_outputs);
+
+/* Plans for the given input shapes without running and reports the activation arena size in bytes
+ * (the planned peak of intermediate tensors). Input data may be NULL except for inputs whose values
+ * decide shapes (rare: e.g. a Reshape target fed as a model input). */
+cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_tensor *inputs,
+                                         size_t num_inputs, size_t *arena_bytes);
+
+/* Names of the nodes that the last plan evaluated on the host (shape subgraphs), one per call. */
+size_t cinfer_session_num_host_nodes(const cinfer_session *session);
+const char *cinfer_session_host_node(const cinfer_session *session, size_t index);
+
+/* Releases output data allocated by cinfer_session_run and clears t->data. */
+void cinfer_tensor_free_data(cinfer_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CINFER_H */

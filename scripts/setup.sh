@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what cinfer needs on Debian 12 (apt packages, the project's Python venv) and builds it.
+# Usage: scripts/setup.sh [--no-build]   Idempotent: skips what is already there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
+              python3 python3-venv python3-pip)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing apt packages: ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The venv holds onnx (its onnx.proto is the schema the loader is generated from), onnxruntime, numpy.
+if [ ! -x .venv/bin/python ] || ! cmp -s requirements.txt .venv/.requirements.stamp; then
+    echo "setup: creating Python venv in .venv"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -r requirements.txt
+    cp requirements.txt .venv/.requirements.stamp
+fi
+
+if [ "${1:-}" != "--no-build" ]; then
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
+    cmake --build build -j"$(nproc)"
+fi

@@ -1,0 +1,45 @@
+/* The interface every backend fills (after ggml-backend): memory, copies, and running one node.
+ *
+ * An object is { iface, context }: iface is a table of function pointers (optional ones may be NULL),
+ * context the backend's private state. The runtime plans memory and walks the nodes; a backend only
+ * says which ops it has and runs them on buffers it allocated.
+ */
+#ifndef CINFER_BACKEND_H
+#define CINFER_BACKEND_H
+
+#include <stdbool.h>
+
+#include "graph/graph.h"
+
+typedef struct backend backend;
+
+struct backend_i {
+    const char *name; /* "cpu", "cuda" */
+    void (*free)(backend *b);
+    /* Does this backend implement the node's op (any dtype it may meet)? */
+    bool (*supports_op)(const backend *b, const graph_node *n);
+    /* Device memory for arenas and outputs; host memory for the CPU backend. */
+    cinfer_status (*alloc)(backend *b, size_t bytes, void **out);
+    void (*release)(backend *b, void *ptr);
+    /* Copies between host and the backend's memory (memcpy on the CPU). May be NULL for host backends. */
+    cinfer_status (*copy_to_device)(backend *b, void *dst, const void *src, size_t bytes);
+    cinfer_status (*copy_to_host)(backend *b, void *dst, const void *src, size_t bytes);
+    /* Runs one node on tensors whose data lives in this backend's memory; shapes are already inferred. */
+    cinfer_status (*run_node)(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+    /* Waits for queued work (NULL for synchronous backends). */
+    cinfer_status (*synchronize)(backend *b);
+    bool host_memory; /* buffers are plain host pointers (the runtime may read them directly) */
+};
+
+struct backend {
+    const struct backend_i *iface;
+    void *context;
+};
+
+/* The CPU backend (always available); threads <= 0 means all cores. */
+cinfer_status backend_cpu_create(int threads, backend **out);
+/* Runs `n` with the CPU kernels on host tensors: also used for constant folding and host shape nodes. */
+cinfer_status backend_cpu_run_node(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+bool backend_cpu_has_op(const char *op_type);
+
+#endif

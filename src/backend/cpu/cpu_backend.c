@@ -1,0 +1,140 @@
+/* The CPU backend: host memory, kernel lookup over the family tables, thread count for OpenMP/OpenBLAS. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "core/status.h"
+
+static const cpu_kernel *const kernel_tables[] = {
+    cpu_elementwise_kernels, cpu_linalg_kernels, cpu_conv_kernels, cpu_reduce_kernels, cpu_movement_kernels,
+};
+
+static _Thread_local int current_threads = 1;
+
+int cpu_num_threads(void) { return current_threads; }
+void cpu_set_num_threads(int n) { current_threads = n > 0 ? n : 1; }
+
+cinfer_status cpu_unsupported_dtype(const graph_node *n, cinfer_dtype t) {
+    return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': the CPU backend has no kernel for dtype %s",
+                      n->op_type, n->name, cinfer_dtype_name(t));
+}
+
+static const cpu_kernel *find_kernel(const char *op_type) {
+    for (size_t f = 0; f < sizeof kernel_tables / sizeof kernel_tables[0]; f++)
+        for (const cpu_kernel *k = kernel_tables[f]; k->op_type; k++)
+            if (strcmp(k->op_type, op_type) == 0) return k;
+    return NULL;
+}
+
+bool backend_cpu_has_op(const char *op_type) { return find_kernel(op_type) != NULL; }
+
+cinfer_status backend_cpu_run_node(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    const cpu_kernel *k = find_kernel(n->op_type);
+    if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CPU kernel", n->op_type, n->name);
+    return k->run(n, in, num_in, out, num_out);
+}
+
+typedef struct cpu_context {
+    int threads;
+} cpu_context;
+
+static void cpu_free(backend *b) {
+    if (!b) return;
+    free(b->context);
+    free(b);
+}
+
+static bool cpu_supports_op(const backend *b, const graph_node *n) {
+    (void)b;
+    return (n->domain == NULL || n->domain[0] == '\0' || strcmp(n->domain, "ai.onnx") == 0) &&
+           find_kernel(n->op_type) != NULL;
+}
+
+static cinfer_status cpu_alloc(backend *b, size_t bytes, void **out) {
+    (void)b;
+    *out = core_aligned_alloc(bytes);
+    if (!*out) return core_error(CINFER_ERR_OUT_OF_MEMORY, "CPU backend: cannot allocate %zu bytes", bytes);
+    return CINFER_OK;
+}
+
+static void cpu_release(backend *b, void *ptr) {
+    (void)b;
+    core_aligned_free(ptr);
+}
+
+static cinfer_status cpu_copy(backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    if (bytes) memcpy(dst, src, bytes);
+    return CINFER_OK;
+}
+
+static cinfer_status cpu_run_node(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                  int num_out) {
+    cpu_context *ctx = b->context;
+    cpu_set_num_threads(ctx->threads);
+    openblas_set_num_threads(ctx->threads);
+    return backend_cpu_run_node(n, in, num_in, out, num_out);
+}
+
+static const struct backend_i cpu_iface = {
+    .name = "cpu",
+    .free = cpu_free,
+    .supports_op = cpu_supports_op,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .run_node = cpu_run_node,
+    .synchronize = NULL,
+    .host_memory = true,
+};
+
+cinfer_status backend_cpu_create(int threads, backend **out) {
+    backend *b = calloc(1, sizeof *b);
+    cpu_context *ctx = calloc(1, sizeof *ctx);
+    if (!b || !ctx) {
+        free(b);
+        free(ctx);
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "CPU backend: out of memory");
+    }
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    ctx->threads = threads;
+    b->iface = &cpu_iface;
+    b->context = ctx;
+    *out = b;
+    return CINFER_OK;
+}
+
+static void broadcast_strides(const tensor *x, const tensor *out, int64_t *stride, bool *full, bool *scalar) {
+    int64_t s = 1;
+    int off = out->ndim - x->ndim;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int xd = d - off;
+        int64_t dim = xd >= 0 ? x->dims[xd] : 1;
+        stride[d] = dim == 1 ? 0 : s;
+        s *= dim;
+    }
+    *full = tensor_numel(x) == tensor_numel(out);
+    *scalar = tensor_numel(x) == 1;
+}
+
+void cpu_broadcast_init(cpu_broadcast *bc, const tensor *a, const tensor *b, const tensor *out) {
+    memset(bc, 0, sizeof *bc);
+    bc->ndim = out->ndim;
+    for (int d = 0; d < out->ndim; d++) bc->dims[d] = out->dims[d];
+    broadcast_strides(a, out, bc->stride_a, &bc->a_full, &bc->a_scalar);
+    broadcast_strides(b, out, bc->stride_b, &bc->b_full, &bc->b_scalar);
+}
+
+void cpu_broadcast_init3(cpu_broadcast *bc, const tensor *a, const tensor *b, const tensor *c, const tensor *out) {
+    bool full, scalar;
+    cpu_broadcast_init(bc, a, b, out);
+    broadcast_strides(c, out, bc->stride_c, &full, &scalar);
+}

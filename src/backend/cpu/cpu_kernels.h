@@ -1,0 +1,67 @@
+/* The CPU kernel tables: one per op family (backend/cpu/<family>.c), joined by cpu_backend.c. */
+#ifndef CINFER_CPU_KERNELS_H
+#define CINFER_CPU_KERNELS_H
+
+#include "core/status.h"
+#include "graph/graph.h"
+
+/* Runs one node. Inputs and outputs are host tensors with final shapes; outputs are preallocated
+ * (an output may share input 0's buffer when the schema has OP_FLAG_INPLACE/ALIAS, so read element i
+ * before writing element i). An omitted optional input has dtype CINFER_DTYPE_UNDEFINED and data NULL.
+ * On a dtype the kernel lacks return core_error(CINFER_ERR_UNSUPPORTED, "<op> node '<name>': ...").
+ * Threads: kernels may parallelise with OpenMP over cpu_num_threads(). */
+typedef cinfer_status (*cpu_kernel_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+
+typedef struct cpu_kernel {
+    const char *op_type;
+    cpu_kernel_fn run;
+} cpu_kernel;
+
+extern const cpu_kernel cpu_elementwise_kernels[];
+extern const cpu_kernel cpu_linalg_kernels[];
+extern const cpu_kernel cpu_conv_kernels[];
+extern const cpu_kernel cpu_reduce_kernels[];
+extern const cpu_kernel cpu_movement_kernels[];
+
+/* Thread count of the running session (set by the CPU backend before each node). */
+int cpu_num_threads(void);
+void cpu_set_num_threads(int n);
+
+/* Error for a dtype the kernel does not implement. */
+cinfer_status cpu_unsupported_dtype(const graph_node *n, cinfer_dtype t);
+
+/* Broadcast iteration helper: for out index i (row-major over out dims) computes the flat offsets in
+ * a and b. Prepares per-dim strides (0 on broadcast dims) once per call. */
+typedef struct cpu_broadcast {
+    int ndim;
+    int64_t dims[CINFER_MAX_DIMS];
+    int64_t stride_a[CINFER_MAX_DIMS];
+    int64_t stride_b[CINFER_MAX_DIMS];
+    int64_t stride_c[CINFER_MAX_DIMS];
+    bool a_full, b_full; /* a (b) has out's shape: offset == i */
+    bool a_scalar, b_scalar;
+} cpu_broadcast;
+void cpu_broadcast_init(cpu_broadcast *bc, const tensor *a, const tensor *b, const tensor *out);
+/* Adds a third operand (Where: cond, x, y) */
+void cpu_broadcast_init3(cpu_broadcast *bc, const tensor *a, const tensor *b, const tensor *c, const tensor *out);
+static inline void cpu_broadcast_offsets(const cpu_broadcast *bc, int64_t i, int64_t *oa, int64_t *ob) {
+    int64_t a = 0, b = 0;
+    for (int d = bc->ndim - 1; d >= 0; d--) {
+        int64_t idx = i % bc->dims[d];
+        i /= bc->dims[d];
+        a += idx * bc->stride_a[d];
+        b += idx * bc->stride_b[d];
+    }
+    *oa = a;
+    *ob = b;
+}
+static inline int64_t cpu_broadcast_offset_c(const cpu_broadcast *bc, int64_t i) {
+    int64_t c = 0;
+    for (int d = bc->ndim - 1; d >= 0; d--) {
+        c += (i % bc->dims[d]) * bc->stride_c[d];
+        i /= bc->dims[d];
+    }
+    return c;
+}
+
+#endif

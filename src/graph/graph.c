@@ -1,0 +1,151 @@
+/* Graph IR construction, lookup and attribute accessors. */
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+graph *graph_create(void) { return calloc(1, sizeof(graph)); }
+
+void graph_attr_clear(graph_attr *a) {
+    free(a->name);
+    free(a->s);
+    free(a->floats);
+    free(a->ints);
+    if (a->strings)
+        for (size_t i = 0; i < a->n; i++) free(a->strings[i]);
+    free(a->strings);
+    core_aligned_free(a->t.data);
+    memset(a, 0, sizeof *a);
+}
+
+static void node_clear(graph_node *n) {
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (int i = 0; i < n->num_attrs; i++) graph_attr_clear(&n->attrs[i]);
+    free(n->attrs);
+    memset(n, 0, sizeof *n);
+}
+
+static void value_clear(graph_value *v) {
+    free(v->name);
+    for (int i = 0; i < CINFER_MAX_DIMS; i++) free(v->dim_names[i]);
+    core_aligned_free(v->constant.data);
+    memset(v, 0, sizeof *v);
+}
+
+void graph_free(graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->num_values; i++) value_clear(&g->values[i]);
+    for (int i = 0; i < g->num_nodes; i++) node_clear(&g->nodes[i]);
+    free(g->values);
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->name);
+    free(g->base_dir);
+    free(g);
+}
+
+int graph_find_value(const graph *g, const char *name) {
+    for (int i = 0; i < g->num_values; i++)
+        if (strcmp(g->values[i].name, name) == 0) return i;
+    return -1;
+}
+
+int graph_intern_value(graph *g, const char *name) {
+    int idx = graph_find_value(g, name);
+    if (idx >= 0) return idx;
+    if (g->num_values == g->cap_values) {
+        int cap = g->cap_values ? g->cap_values * 2 : 64;
+        graph_value *v = realloc(g->values, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        g->values = v;
+        g->cap_values = cap;
+    }
+    graph_value *v = &g->values[g->num_values];
+    memset(v, 0, sizeof *v);
+    v->name = strdup(name);
+    if (!v->name) return -1;
+    v->ndim = -1;
+    v->producer = -1;
+    return g->num_values++;
+}
+
+int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,
+                   const int *inputs, int num_inputs, const int *outputs, int num_outputs) {
+    if (g->num_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        graph_node *nn = realloc(g->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return -1;
+        g->nodes = nn;
+        g->cap_nodes = cap;
+    }
+    graph_node *n = &g->nodes[g->num_nodes];
+    memset(n, 0, sizeof *n);
+    n->name = strdup(name);
+    n->op_type = strdup(op_type);
+    n->domain = strdup(domain ? domain : "");
+    n->opset = opset;
+    n->inputs = malloc(sizeof(int) * (size_t)(num_inputs ? num_inputs : 1));
+    n->outputs = malloc(sizeof(int) * (size_t)(num_outputs ? num_outputs : 1));
+    if (!n->name || !n->op_type || !n->domain || !n->inputs || !n->outputs) {
+        node_clear(n);
+        return -1;
+    }
+    if (num_inputs) memcpy(n->inputs, inputs, sizeof(int) * (size_t)num_inputs);
+    if (num_outputs) memcpy(n->outputs, outputs, sizeof(int) * (size_t)num_outputs);
+    n->num_inputs = num_inputs;
+    n->num_outputs = num_outputs;
+    return g->num_nodes++;
+}
+
+const graph_attr *graph_node_attr(const graph_node *n, const char *name) {
+    for (int i = 0; i < n->num_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
+    return NULL;
+}
+
+int64_t graph_attr_int(const graph_node *n, const char *name, int64_t dflt) {
+    const graph_attr *a = graph_node_attr(n, name);
+    return a && a->type == ATTR_INT ? a->i : dflt;
+}
+
+float graph_attr_float(const graph_node *n, const char *name, float dflt) {
+    const graph_attr *a = graph_node_attr(n, name);
+    if (!a) return dflt;
+    if (a->type == ATTR_FLOAT) return a->f;
+    if (a->type == ATTR_INT) return (float)a->i;
+    return dflt;
+}
+
+const char *graph_attr_string(const graph_node *n, const char *name, const char *dflt) {
+    const graph_attr *a = graph_node_attr(n, name);
+    return a && a->type == ATTR_STRING ? a->s : dflt;
+}
+
+const int64_t *graph_attr_ints(const graph_node *n, const char *name, size_t *count) {
+    const graph_attr *a = graph_node_attr(n, name);
+    if (!a || a->type != ATTR_INTS) {
+        *count = 0;
+        return NULL;
+    }
+    *count = a->n;
+    static const int64_t empty[1] = {0};
+    return a->ints ? a->ints : empty;
+}
+
+const float *graph_attr_floats(const graph_node *n, const char *name, size_t *count) {
+    const graph_attr *a = graph_node_attr(n, name);
+    if (!a || a->type != ATTR_FLOATS) {
+        *count = 0;
+        return NULL;
+    }
+    *count = a->n;
+    static const float empty[1] = {0};
+    return a->floats ? a->floats : empty;
+}

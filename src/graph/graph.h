@@ -1,0 +1,119 @@
+/* cinfer's graph IR: values (tensors) and nodes in topological order, attributes, and the passes on it.
+ *
+ * A value is anything an edge carries: a model input, a constant (initializer or folded), or a node output.
+ * Nodes refer to values by index; a missing optional input is -1. Static shapes may hold -1 (dynamic)
+ * dims; concrete shapes are worked out per plan (runtime/plan.c) by the op schemas in graph/shape/.
+ */
+#ifndef CINFER_GRAPH_H
+#define CINFER_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+typedef enum value_kind {
+    VALUE_INTERMEDIATE = 0, /* produced by a node */
+    VALUE_INPUT,            /* model input, given by the caller */
+    VALUE_CONSTANT,         /* initializer or folded constant; `constant` holds host data */
+} value_kind;
+
+typedef struct graph_value {
+    char *name;
+    value_kind kind;
+    cinfer_dtype dtype;             /* CINFER_DTYPE_UNDEFINED when not known statically */
+    int ndim;                       /* -1 when the rank is not known statically */
+    int64_t dims[CINFER_MAX_DIMS];  /* -1 for dynamic dims */
+    char *dim_names[CINFER_MAX_DIMS];
+    tensor constant;                /* VALUE_CONSTANT: owned data (core_aligned_alloc) */
+    int producer;                   /* node index, or -1 */
+    int num_consumers;              /* node uses (a node using it twice counts twice) */
+    bool is_output;                 /* a model output */
+    bool value_needed;              /* its *value* decides some shape: evaluated on the host while planning */
+} graph_value;
+
+typedef enum attr_type {
+    ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_STRING = 3, ATTR_TENSOR = 4,
+    ATTR_FLOATS = 6, ATTR_INTS = 7, ATTR_STRINGS = 8,
+} attr_type;
+
+typedef struct graph_attr {
+    char *name;
+    attr_type type;
+    float f;
+    int64_t i;
+    char *s;         /* ATTR_STRING (NUL-terminated; len in n) */
+    float *floats;   /* ATTR_FLOATS */
+    int64_t *ints;   /* ATTR_INTS */
+    char **strings;  /* ATTR_STRINGS */
+    size_t n;        /* element count of the list, or string length */
+    tensor t;        /* ATTR_TENSOR: owned data */
+} graph_attr;
+
+struct op_schema;
+typedef struct graph_node {
+    char *name;      /* never NULL: "<op_type>_<index>" when the file gives none */
+    char *op_type;
+    char *domain;    /* "" for the default ONNX domain */
+    int64_t opset;   /* the model's opset for this node's domain: selects version semantics */
+    int num_inputs;
+    int *inputs;     /* value indices, -1 for an omitted optional input */
+    int num_outputs;
+    int *outputs;    /* value indices, -1 for an omitted optional output */
+    int num_attrs;
+    graph_attr *attrs;
+    const struct op_schema *schema; /* resolved by graph_bind_schemas */
+    bool host_eval;  /* evaluated on the host while planning (shape subgraph) */
+    bool removed;    /* dropped by a pass; graph_compact deletes it */
+} graph_node;
+
+typedef struct graph {
+    char *name;
+    int64_t opset;          /* default-domain opset */
+    int num_values, cap_values;
+    graph_value *values;
+    int num_nodes, cap_nodes;
+    graph_node *nodes;      /* topological order after graph_sort */
+    int num_inputs;
+    int *inputs;            /* value indices of model inputs, in model order */
+    int num_outputs;
+    int *outputs;           /* value indices of model outputs, in model order */
+    int num_nodes_original;
+    char *base_dir;         /* folder of the model file, for external data */
+} graph;
+
+/* ---- construction (used by the loader and passes) ---- */
+graph *graph_create(void);
+void graph_free(graph *g);
+/* Returns the index of the value named `name`, creating an intermediate value if absent. -1 on OOM. */
+int graph_intern_value(graph *g, const char *name);
+int graph_find_value(const graph *g, const char *name);
+/* Appends a node; returns its index or -1 on OOM. inputs/outputs copied. */
+int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,
+                   const int *inputs, int num_inputs, const int *outputs, int num_outputs);
+void graph_attr_clear(graph_attr *a);
+
+/* ---- attributes ---- */
+const graph_attr *graph_node_attr(const graph_node *n, const char *name);
+int64_t graph_attr_int(const graph_node *n, const char *name, int64_t dflt);
+float graph_attr_float(const graph_node *n, const char *name, float dflt);
+/* Returns the string or dflt. */
+const char *graph_attr_string(const graph_node *n, const char *name, const char *dflt);
+/* Returns the list (and its length in *count) or NULL when absent. */
+const int64_t *graph_attr_ints(const graph_node *n, const char *name, size_t *count);
+const float *graph_attr_floats(const graph_node *n, const char *name, size_t *count);
+
+/* ---- analysis and passes (graph/passes.c) ---- */
+/* Orders nodes topologically and recomputes producers and consumer counts. Fails on cycles or
+ * values used before any producer. */
+cinfer_status graph_sort(graph *g);
+/* Resolves each node's schema; fails listing every unsupported op with node names. */
+cinfer_status graph_bind_schemas(graph *g);
+/* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding,
+ * dead-node removal; then marks the host-evaluated shape subgraphs. */
+cinfer_status graph_optimize(graph *g);
+/* Deletes nodes marked removed and values nothing refers to. */
+void graph_compact(graph *g);
+
+#endif

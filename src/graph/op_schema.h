@@ -1,0 +1,60 @@
+/* Op schemas: for each ONNX op cinfer knows, how its output dtypes and shapes follow from its inputs.
+ *
+ * Schemas are backend-independent (the CPU and CUDA backends share them). One table per op family lives
+ * in graph/shape/<family>.c; op_registry.c joins them. Adding an op: its schema row in the family file,
+ * its kernel row in backend/cpu/<family>.c, a test.
+ */
+#ifndef CINFER_GRAPH_OP_SCHEMA_H
+#define CINFER_GRAPH_OP_SCHEMA_H
+
+#include "graph/graph.h"
+
+/* Works out output dtypes and shapes. `in[i]` carries dtype and dims of input i; dtype is
+ * CINFER_DTYPE_UNDEFINED for an omitted optional input; `in[i].data` is non-NULL when the value is
+ * known on the host (constants, host-evaluated shape subgraphs, value inputs): it is always non-NULL
+ * for inputs flagged in `value_inputs`. Fill out[j].dtype/ndim/dims (data is left alone).
+ * On bad input return core_error(CINFER_ERR_INVALID_MODEL or _UNSUPPORTED, "<op> node '<name>': ...").
+ * Every declared output is passed; an omitted optional output still gets a shape (ignored). */
+typedef cinfer_status (*op_infer_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+
+enum {
+    OP_FLAG_SHAPE_ONLY = 1u << 0, /* outputs depend on input shapes only (Shape, Size): always host-known */
+    OP_FLAG_INPLACE = 1u << 1,    /* output 0 may share input 0's buffer (elementwise, same size) */
+    OP_FLAG_ALIAS = 1u << 2,      /* output 0 is input 0's bytes with another shape (Reshape, Squeeze,
+                                     Unsqueeze, Flatten): the planner may alias when input 0 dies here */
+};
+
+typedef struct op_schema {
+    const char *op_type;
+    op_infer_fn infer;
+    uint32_t value_inputs; /* bit i set: input i's *value* decides output shapes (Reshape's shape, ...) */
+    uint32_t flags;
+    int min_inputs, max_inputs; /* max -1: variadic */
+} op_schema;
+
+/* Finds the schema for (domain, op_type); domain "" or "ai.onnx" is the default one. NULL if none. */
+const op_schema *op_schema_find(const char *domain, const char *op_type);
+/* Iterates all schemas: index < op_schema_count(). */
+size_t op_schema_count(void);
+const op_schema *op_schema_at(size_t index);
+
+/* Family tables, each ending with a row whose op_type is NULL. */
+extern const op_schema shape_elementwise_schemas[];
+extern const op_schema shape_linalg_schemas[];
+extern const op_schema shape_conv_schemas[];
+extern const op_schema shape_reduce_schemas[];
+extern const op_schema shape_movement_schemas[];
+
+/* ---- helpers for schema writers (graph/shape/shape_common.c) ---- */
+/* Numpy-style multidirectional broadcast of a and b into out (dims/ndim only). */
+cinfer_status shape_broadcast(const graph_node *n, const tensor *a, const tensor *b, tensor *out);
+/* Normalises axis into [0, rank) (negative counts from the end); error names the node. */
+cinfer_status shape_normalize_axis(const graph_node *n, int64_t axis, int rank, int *out_axis);
+/* Copies dtype and dims of src into dst. */
+void shape_copy(tensor *dst, const tensor *src);
+/* out = same shape and dtype as in[0]: for unary elementwise ops. */
+cinfer_status shape_infer_same_as_first(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+/* Checks that input i is present and has one of the allowed dtypes (list ends with UNDEFINED). */
+cinfer_status shape_expect_dtype(const graph_node *n, const tensor *in, int i, const cinfer_dtype *allowed);
+
+#endif

@@ -1,0 +1,146 @@
+/* Liveness-based memory planner: counts consumers, frees a block after its last consumer, best-fit reuse,
+ * in-place output for elementwise/alias ops, coalescing of adjacent free blocks. */
+#include "graph/planner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "graph/op_schema.h"
+
+typedef struct free_block {
+    size_t offset, size;
+} free_block;
+
+typedef struct free_list {
+    free_block *blocks;
+    int count, cap;
+    size_t end; /* arena high-water mark */
+} free_list;
+
+static size_t align_up(size_t n) { return (n + PLANNER_ALIGNMENT - 1) / PLANNER_ALIGNMENT * PLANNER_ALIGNMENT; }
+
+static size_t list_alloc(free_list *fl, size_t size) {
+    int best = -1;
+    for (int i = 0; i < fl->count; i++)
+        if (fl->blocks[i].size >= size && (best < 0 || fl->blocks[i].size < fl->blocks[best].size)) best = i;
+    if (best >= 0) {
+        size_t off = fl->blocks[best].offset;
+        fl->blocks[best].offset += size;
+        fl->blocks[best].size -= size;
+        if (fl->blocks[best].size == 0) {
+            memmove(&fl->blocks[best], &fl->blocks[best + 1], sizeof(free_block) * (size_t)(fl->count - best - 1));
+            fl->count--;
+        }
+        return off;
+    }
+    /* grow: a free block touching the end is extended rather than wasted */
+    if (fl->count > 0 && fl->blocks[fl->count - 1].offset + fl->blocks[fl->count - 1].size == fl->end) {
+        size_t off = fl->blocks[fl->count - 1].offset;
+        fl->end = off + size;
+        fl->count--;
+        return off;
+    }
+    size_t off = fl->end;
+    fl->end += size;
+    return off;
+}
+
+/* Inserts keeping offset order and merges neighbours. Returns false on OOM. */
+static bool list_free(free_list *fl, size_t offset, size_t size) {
+    int pos = 0;
+    while (pos < fl->count && fl->blocks[pos].offset < offset) pos++;
+    bool merge_prev = pos > 0 && fl->blocks[pos - 1].offset + fl->blocks[pos - 1].size == offset;
+    bool merge_next = pos < fl->count && offset + size == fl->blocks[pos].offset;
+    if (merge_prev && merge_next) {
+        fl->blocks[pos - 1].size += size + fl->blocks[pos].size;
+        memmove(&fl->blocks[pos], &fl->blocks[pos + 1], sizeof(free_block) * (size_t)(fl->count - pos - 1));
+        fl->count--;
+    } else if (merge_prev) {
+        fl->blocks[pos - 1].size += size;
+    } else if (merge_next) {
+        fl->blocks[pos].offset = offset;
+        fl->blocks[pos].size += size;
+    } else {
+        if (fl->count == fl->cap) {
+            int cap = fl->cap ? fl->cap * 2 : 16;
+            free_block *b = realloc(fl->blocks, sizeof(free_block) * (size_t)cap);
+            if (!b) return false;
+            fl->blocks = b;
+            fl->cap = cap;
+        }
+        memmove(&fl->blocks[pos + 1], &fl->blocks[pos], sizeof(free_block) * (size_t)(fl->count - pos));
+        fl->blocks[pos] = (free_block){offset, size};
+        fl->count++;
+    }
+    return true;
+}
+
+cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const size_t *value_bytes, const bool *in_arena,
+                                int64_t *offsets, size_t *arena_bytes) {
+    int nv = g->num_values;
+    int *remaining = calloc((size_t)(nv ? nv : 1), sizeof(int));
+    bool *handed_over = calloc((size_t)(nv ? nv : 1), sizeof(bool)); /* block now owned by an in-place output */
+    free_list fl = {0};
+    cinfer_status st = CINFER_OK;
+    if (!remaining || !handed_over) {
+        free(remaining);
+        free(handed_over);
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
+    }
+    for (int v = 0; v < nv; v++) offsets[v] = -1;
+    for (int i = 0; i < g->num_nodes; i++) {
+        if (!node_runs[i]) continue;
+        for (int k = 0; k < g->nodes[i].num_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) remaining[g->nodes[i].inputs[k]]++;
+    }
+    for (int i = 0; i < g->num_nodes; i++) {
+        if (!node_runs[i]) continue;
+        const graph_node *n = &g->nodes[i];
+        /* in place: output 0 over input 0 when input 0 dies here and has the same size */
+        int reuse_from = -1;
+        if (n->schema && (n->schema->flags & (OP_FLAG_INPLACE | OP_FLAG_ALIAS)) && n->num_inputs > 0 &&
+            n->num_outputs > 0) {
+            int a = n->inputs[0], o = n->outputs[0];
+            int uses_here = 0;
+            for (int k = 0; k < n->num_inputs; k++) uses_here += n->inputs[k] == a;
+            if (a >= 0 && o >= 0 && in_arena[a] && in_arena[o] && offsets[a] >= 0 && !handed_over[a] &&
+                remaining[a] == uses_here &&
+                align_up(value_bytes[a]) == align_up(value_bytes[o]))
+                reuse_from = a;
+        }
+        for (int k = 0; k < n->num_outputs; k++) {
+            int o = n->outputs[k];
+            if (o < 0 || !in_arena[o]) continue;
+            if (k == 0 && reuse_from >= 0) {
+                offsets[o] = offsets[reuse_from];
+                handed_over[reuse_from] = true;
+                continue;
+            }
+            offsets[o] = (int64_t)list_alloc(&fl, align_up(value_bytes[o] ? value_bytes[o] : 1));
+        }
+        for (int k = 0; k < n->num_inputs; k++) {
+            int a = n->inputs[k];
+            if (a < 0 || --remaining[a] > 0 || !in_arena[a]) continue;
+            if (offsets[a] >= 0 && !handed_over[a] && !list_free(&fl, (size_t)offsets[a], align_up(value_bytes[a] ? value_bytes[a] : 1))) {
+                st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
+                goto done;
+            }
+        }
+        /* outputs nobody reads (unused optional outputs) die right away */
+        for (int k = 0; k < n->num_outputs; k++) {
+            int o = n->outputs[k];
+            if (o >= 0 && in_arena[o] && remaining[o] == 0 && offsets[o] >= 0 &&
+                !list_free(&fl, (size_t)offsets[o], align_up(value_bytes[o] ? value_bytes[o] : 1))) {
+                st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
+                goto done;
+            }
+        }
+    }
+    *arena_bytes = fl.end;
+done:
+    free(remaining);
+    free(handed_over);
+    free(fl.blocks);
+    return st;
+}

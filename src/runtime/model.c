@@ -1,0 +1,158 @@
+/* Public model API: load (file or memory), optimise, describe inputs/outputs, op histogram. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "graph/op_schema.h"
+#include "onnx/onnx_loader.h"
+#include "runtime/model.h"
+#include "backend/backend.h"
+
+static cinfer_status build_stats(cinfer_model *m) {
+    graph *g = m->graph;
+    m->stats.opset = g->opset;
+    m->stats.num_nodes = (size_t)g->num_nodes;
+    m->stats.num_nodes_original = (size_t)g->num_nodes_original;
+    for (int v = 0; v < g->num_values; v++)
+        if (g->values[v].kind == VALUE_CONSTANT) {
+            m->stats.num_parameters += (size_t)tensor_numel(&g->values[v].constant);
+            m->stats.parameter_bytes += tensor_nbytes(&g->values[v].constant);
+        }
+    m->op_counts = calloc((size_t)(g->num_nodes ? g->num_nodes : 1), sizeof(op_count));
+    if (!m->op_counts) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < g->num_nodes; i++) {
+        if (g->nodes[i].host_eval) m->stats.num_host_shape_nodes++;
+        size_t j = 0;
+        while (j < m->num_op_counts && strcmp(m->op_counts[j].op_type, g->nodes[i].op_type) != 0) j++;
+        if (j == m->num_op_counts) m->op_counts[m->num_op_counts++].op_type = g->nodes[i].op_type;
+        m->op_counts[j].count++;
+    }
+    return CINFER_OK;
+}
+
+cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, const char *base_dir, cinfer_model **out) {
+    if (!out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_load_from_memory: out is NULL");
+    *out = NULL;
+    graph *g = NULL;
+    CINFER_TRY(onnx_load_graph(bytes, size, base_dir, &g));
+    cinfer_status st = graph_sort(g);
+    if (st == CINFER_OK) st = graph_bind_schemas(g);
+    if (st == CINFER_OK) st = graph_optimize(g);
+    if (st == CINFER_OK) st = graph_sort(g);
+    cinfer_model *m = NULL;
+    if (st == CINFER_OK) {
+        m = calloc(1, sizeof *m);
+        if (!m) st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st == CINFER_OK) {
+        m->graph = g;
+        st = build_stats(m);
+        if (st != CINFER_OK) {
+            cinfer_model_free(m);
+            return st;
+        }
+        *out = m;
+        return CINFER_OK;
+    }
+    graph_free(g);
+    return st;
+}
+
+cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
+    if (!path || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_load: path and out are required");
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return core_error(CINFER_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
+    cinfer_status st = CINFER_OK;
+    char *bytes = NULL;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
+    }
+    bytes = malloc((size_t)size + 1);
+    if (!bytes) {
+        fclose(f);
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "model '%s': cannot allocate %ld bytes", path, size);
+    }
+    if (fread(bytes, 1, (size_t)size, f) != (size_t)size) st = core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
+    fclose(f);
+    if (st == CINFER_OK) {
+        char *copy = strdup(path);
+        if (!copy) {
+            free(bytes);
+            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        st = cinfer_model_load_from_memory(bytes, (size_t)size, dirname(copy), out);
+        free(copy);
+        if (st != CINFER_OK) core_error_prefix(st, "model '%s': ", path);
+    }
+    free(bytes);
+    return st;
+}
+
+void cinfer_model_free(cinfer_model *model) {
+    if (!model) return;
+    graph_free(model->graph);
+    free(model->op_counts);
+    free(model);
+}
+
+size_t cinfer_model_num_inputs(const cinfer_model *model) { return model ? (size_t)model->graph->num_inputs : 0; }
+size_t cinfer_model_num_outputs(const cinfer_model *model) { return model ? (size_t)model->graph->num_outputs : 0; }
+
+static void fill_info(const graph_value *v, cinfer_value_info *out) {
+    memset(out, 0, sizeof *out);
+    out->name = v->name;
+    out->dtype = v->dtype;
+    out->ndim = v->ndim;
+    for (int d = 0; d < v->ndim && d < CINFER_MAX_DIMS; d++) {
+        out->dims[d] = v->dims[d];
+        out->dim_names[d] = v->dim_names[d];
+    }
+}
+
+cinfer_status cinfer_model_input_info(const cinfer_model *model, size_t index, cinfer_value_info *out) {
+    if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_input_info: NULL argument");
+    if (index >= (size_t)model->graph->num_inputs)
+        return core_error(CINFER_ERR_NOT_FOUND, "input index %zu: the model has %d inputs", index, model->graph->num_inputs);
+    fill_info(&model->graph->values[model->graph->inputs[index]], out);
+    return CINFER_OK;
+}
+
+cinfer_status cinfer_model_output_info(const cinfer_model *model, size_t index, cinfer_value_info *out) {
+    if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_output_info: NULL argument");
+    if (index >= (size_t)model->graph->num_outputs)
+        return core_error(CINFER_ERR_NOT_FOUND, "output index %zu: the model has %d outputs", index, model->graph->num_outputs);
+    fill_info(&model->graph->values[model->graph->outputs[index]], out);
+    return CINFER_OK;
+}
+
+cinfer_status cinfer_model_get_stats(const cinfer_model *model, cinfer_model_stats *out) {
+    if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_get_stats: NULL argument");
+    *out = model->stats;
+    return CINFER_OK;
+}
+
+size_t cinfer_model_num_op_types(const cinfer_model *model) { return model ? model->num_op_counts : 0; }
+
+cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t index, const char **op_type, size_t *count) {
+    if (!model || index >= model->num_op_counts) return core_error(CINFER_ERR_NOT_FOUND, "op type index %zu out of range", index);
+    if (op_type) *op_type = model->op_counts[index].op_type;
+    if (count) *count = model->op_counts[index].count;
+    return CINFER_OK;
+}
+
+size_t cinfer_num_supported_ops(void) { return op_schema_count(); }
+
+cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends) {
+    const op_schema *s = op_schema_at(index);
+    if (!s) return core_error(CINFER_ERR_NOT_FOUND, "op index %zu out of range", index);
+    if (op_type) *op_type = s->op_type;
+    if (backends) *backends = backend_cpu_has_op(s->op_type) ? "cpu" : "";
+    return CINFER_OK;
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""ONNX backend node tests against cinfer's CPU backend, all cases in one process.
+
+The pinned onnx release generates the cases in memory (onnx.backend.test.loader.load_model_tests).
+Every case whose ops cinfer supports is run and compared with the reference outputs at the case's
+rtol/atol. Counts are printed overall and per op. The run fails when
+  - fewer cases are found than the pinned release holds (MIN_CASES),
+  - a case of supported ops fails and is not listed in expected_failures.txt,
+  - a listed case passes (the list must not rot) or no longer exists.
+Cases that use an op cinfer lacks, or a sequence/optional value, count as "unsupported". Cases whose
+ops exist but whose dtype or attribute a kernel refuses with CINFER_ERR_UNSUPPORTED count as
+"unsupported-variant" and are listed per op, so the gap stays visible.
+
+Usage: run_node_tests.py [--filter REGEX] [--verbose] [--list-failures]
+"""
+import argparse
+import collections
+import os
+import pathlib
+import re
+import sys
+import time
+import warnings
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+from cinfer_ctypes import CinferError, Library, Session, STATUS_UNSUPPORTED  # noqa: E402
+
+MIN_CASES = 1884  # onnx 1.23.2 generates this many node cases
+EXPECTED_FAILURES = HERE / "expected_failures.txt"
+
+
+def load_expected_failures():
+    listed = {}
+    for line in EXPECTED_FAILURES.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, reason = line.partition("#")
+        name = name.strip()
+        if not reason.strip():
+            raise SystemExit(f"{EXPECTED_FAILURES}: entry '{name}' needs a reason after '#'")
+        listed[name] = reason.strip()
+    return listed
+
+
+def case_ops(model):
+    return sorted({(n.domain or "") + ("." if n.domain else "") + n.op_type for n in model.graph.node})
+
+
+def has_non_tensor_io(model):
+    for vi in list(model.graph.input) + list(model.graph.output):
+        if vi.type.WhichOneof("value") != "tensor_type":
+            return True
+    return False
+
+
+def compare(name, expected, actual, rtol, atol):
+    if actual is None:
+        return f"output '{name}': dtype has no numpy equivalent"
+    if expected.dtype != actual.dtype:
+        return f"output '{name}': dtype {actual.dtype}, expected {expected.dtype}"
+    if expected.shape != actual.shape:
+        return f"output '{name}': shape {actual.shape}, expected {expected.shape}"
+    if expected.dtype == np.bool_ or np.issubdtype(expected.dtype, np.integer):
+        if not np.array_equal(expected, actual):
+            bad = int(np.sum(expected != actual))
+            return f"output '{name}': {bad} of {expected.size} elements differ"
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError as e:
+            lines = [l for l in str(e).splitlines() if l.strip()]
+            return f"output '{name}': " + " | ".join(lines[1:4])
+    return None
+
+
+def run_case(lib, case):
+    """Returns (status, detail) with status in passed/failed/unsupported/unsupported-variant."""
+    model = case.model
+    if has_non_tensor_io(model):
+        return "unsupported", "sequence/optional/map input or output"
+    try:
+        sess = Session(lib, model.SerializeToString(), threads=1)
+    except CinferError as e:
+        return ("unsupported-variant" if e.status == STATUS_UNSUPPORTED else "failed"), "load: " + e.message
+    try:
+        out_names = [o.name for o in model.graph.output]
+        in_names = [i.name for i in model.graph.input]
+        for inputs, outputs in case.data_sets:
+            if any(not isinstance(x, np.ndarray) for x in list(inputs) + list(outputs)):
+                return "unsupported", "non-tensor test data"
+            feeds = dict(zip(in_names, inputs))
+            try:
+                got = sess.run(feeds)
+            except CinferError as e:
+                return ("unsupported-variant" if e.status == STATUS_UNSUPPORTED else "failed"), "run: " + e.message
+            for name, exp, act in zip(out_names, outputs, got):
+                problem = compare(name, exp, act, case.rtol, case.atol)
+                if problem:
+                    return "failed", problem
+        return "passed", ""
+    finally:
+        sess.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--filter", help="only cases whose name matches this regex (skips the count check)")
+    ap.add_argument("--verbose", action="store_true", help="print each case before running it")
+    ap.add_argument("--list-failures", action="store_true", help="print every failed case with its detail")
+    args = ap.parse_args()
+
+    import onnx.backend.test.loader as loader
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = loader.load_model_tests(kind="node")
+    total_found = len(cases)
+    if args.filter:
+        rx = re.compile(args.filter)
+        cases = [c for c in cases if rx.search(c.name)]
+
+    lib = Library()
+    supported = lib.supported_ops()
+    listed = load_expected_failures()
+    counts = collections.Counter()
+    per_op = collections.defaultdict(collections.Counter)
+    results = {}
+    start = time.time()
+    for case in cases:
+        ops = case_ops(case.model)
+        missing = [op for op in ops if op not in supported]
+        if missing:
+            status, detail = "unsupported", "ops: " + ",".join(missing)
+        else:
+            if args.verbose:
+                print(f"  running {case.name} ...", flush=True)
+            status, detail = run_case(lib, case)
+        results[case.name] = (status, detail)
+        counts[status] += 1
+        for op in ops:
+            if op in supported:
+                per_op[op][status] += 1
+
+    # ---- report ----
+    print(f"{'op':<28}{'passed':>8}{'failed':>8}{'variant':>9}{'unsup.':>8}")
+    for op in sorted(per_op):
+        c = per_op[op]
+        print(f"{op:<28}{c['passed']:>8}{c['failed']:>8}{c['unsupported-variant']:>9}{c['unsupported']:>8}")
+    print(f"\ncases found: {total_found} (pinned onnx holds at least {MIN_CASES}); run: {len(cases)} in {time.time()-start:.1f}s")
+    print(f"passed {counts['passed']}, failed {counts['failed']}, unsupported-variant (dtype/attribute) "
+          f"{counts['unsupported-variant']}, unsupported (ops or non-tensor values) {counts['unsupported']}")
+
+    problems = []
+    if not args.filter and total_found < MIN_CASES:
+        problems.append(f"only {total_found} node cases found, expected at least {MIN_CASES}")
+    for name, (status, detail) in sorted(results.items()):
+        if status == "failed" and name not in listed:
+            problems.append(f"UNEXPECTED FAILURE {name}: {detail}")
+        elif status != "failed" and name in listed:
+            problems.append(f"LISTED BUT {status.upper()} {name}: remove it from {EXPECTED_FAILURES.name}")
+        elif args.list_failures and status in ("failed", "unsupported-variant"):
+            print(f"  {status} {name}: {detail}")
+    if not args.filter:
+        for name in listed:
+            if name not in results:
+                problems.append(f"LISTED BUT NOT FOUND {name}")
+    if problems:
+        print("\n" + "\n".join(problems))
+        print(f"\nFAIL: {len(problems)} problem(s)")
+        return 1
+    print("\nOK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

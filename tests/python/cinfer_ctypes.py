@@ -1,0 +1,148 @@
+"""ctypes binding of libcinfer for the Python test suites (node tests, model tests, benchmarks).
+
+Only tests and tooling use it: the engine itself is C. Locate the library with CINFER_LIB or build/libcinfer.so.
+"""
+import ctypes
+import os
+import pathlib
+
+import numpy as np
+
+MAX_DIMS = 8
+
+NP_TO_DTYPE = {
+    np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.uint16): 4,
+    np.dtype(np.int16): 5, np.dtype(np.int32): 6, np.dtype(np.int64): 7, np.dtype(np.bool_): 9,
+    np.dtype(np.float16): 10, np.dtype(np.float64): 11, np.dtype(np.uint32): 12, np.dtype(np.uint64): 13,
+}
+DTYPE_TO_NP = {v: k for k, v in NP_TO_DTYPE.items()}
+STATUS_UNSUPPORTED = 3
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("dims", ctypes.c_int64 * MAX_DIMS), ("data", ctypes.c_void_p)]
+
+
+class CinferError(RuntimeError):
+    def __init__(self, status, message):
+        super().__init__(f"status {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _find_library():
+    env = os.environ.get("CINFER_LIB")
+    if env:
+        return env
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return str(root / "build" / "libcinfer.so")
+
+
+class Library:
+    def __init__(self, path=None):
+        self.lib = ctypes.CDLL(path or _find_library())
+        L = self.lib
+        L.cinfer_last_error.restype = ctypes.c_char_p
+        L.cinfer_version.restype = ctypes.c_char_p
+        L.cinfer_model_load_from_memory.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+                                                    ctypes.POINTER(ctypes.c_void_p)]
+        L.cinfer_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        L.cinfer_model_free.argtypes = [ctypes.c_void_p]
+        L.cinfer_model_num_outputs.argtypes = [ctypes.c_void_p]
+        L.cinfer_model_num_outputs.restype = ctypes.c_size_t
+        L.cinfer_session_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p),
+                                            ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                                            ctypes.POINTER(ctypes.c_void_p)]
+        L.cinfer_session_free.argtypes = [ctypes.c_void_p]
+        L.cinfer_session_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
+                                         ctypes.POINTER(Tensor), ctypes.c_size_t]
+        L.cinfer_tensor_free_data.argtypes = [ctypes.POINTER(Tensor)]
+        L.cinfer_num_supported_ops.restype = ctypes.c_size_t
+        L.cinfer_supported_op.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                          ctypes.POINTER(ctypes.c_char_p)]
+
+    def check(self, status):
+        if status != 0:
+            raise CinferError(status, self.lib.cinfer_last_error().decode(errors="replace"))
+
+    def supported_ops(self):
+        ops = set()
+        for i in range(self.lib.cinfer_num_supported_ops()):
+            name, backends = ctypes.c_char_p(), ctypes.c_char_p()
+            self.check(self.lib.cinfer_supported_op(i, ctypes.byref(name), ctypes.byref(backends)))
+            ops.add(name.value.decode())
+        return ops
+
+
+class Session:
+    """A model loaded from bytes (or a path) and a CPU session on it."""
+
+    def __init__(self, lib, model_bytes=None, path=None, base_dir=None, threads=None):
+        self.lib = lib
+        self.model = ctypes.c_void_p()
+        self.session = ctypes.c_void_p()
+        if path is not None:
+            lib.check(lib.lib.cinfer_model_load(str(path).encode(), ctypes.byref(self.model)))
+        else:
+            buf = ctypes.create_string_buffer(model_bytes, len(model_bytes))
+            lib.check(lib.lib.cinfer_model_load_from_memory(buf, len(model_bytes),
+                                                            base_dir.encode() if base_dir else None,
+                                                            ctypes.byref(self.model)))
+        keys = (ctypes.c_char_p * 1)(b"threads")
+        vals = (ctypes.c_char_p * 1)(str(threads or 0).encode())
+        try:
+            lib.check(lib.lib.cinfer_session_create(self.model, b"cpu", keys, vals, 1, ctypes.byref(self.session)))
+        except CinferError:
+            lib.lib.cinfer_model_free(self.model)
+            raise
+        self.num_outputs = lib.lib.cinfer_model_num_outputs(self.model)
+
+    def run(self, feeds):
+        """feeds: dict name -> numpy array (or list in model input order). Returns list of numpy arrays."""
+        items = list(feeds.items()) if isinstance(feeds, dict) else [(None, a) for a in feeds]
+        arrays, names = [], []
+        ins = (Tensor * max(1, len(items)))()
+        for i, (name, arr) in enumerate(items):
+            arr = np.ascontiguousarray(arr)
+            if arr.dtype not in NP_TO_DTYPE:
+                raise CinferError(STATUS_UNSUPPORTED, f"input '{name}': numpy dtype {arr.dtype} has no cinfer dtype")
+            arrays.append(arr)
+            names.append(name.encode() if name is not None else None)
+            ins[i].name = names[-1]
+            ins[i].dtype = NP_TO_DTYPE[arr.dtype]
+            ins[i].ndim = arr.ndim
+            for d in range(arr.ndim):
+                ins[i].dims[d] = arr.shape[d]
+            ins[i].data = arr.ctypes.data if arr.size else None
+        outs = (Tensor * max(1, self.num_outputs))()
+        self.lib.check(self.lib.lib.cinfer_session_run(self.session, ins, len(items), outs, self.num_outputs))
+        results = []
+        for k in range(self.num_outputs):
+            t = outs[k]
+            dtype = DTYPE_TO_NP.get(t.dtype)
+            shape = tuple(t.dims[d] for d in range(t.ndim))
+            if dtype is None:
+                arr = None
+            else:
+                n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                nbytes = n * dtype.itemsize
+                raw = ctypes.string_at(t.data, nbytes) if nbytes else b""
+                arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            self.lib.lib.cinfer_tensor_free_data(ctypes.byref(outs[k]))
+            results.append(arr)
+        return results
+
+    def close(self):
+        if self.session:
+            self.lib.lib.cinfer_session_free(self.session)
+            self.session = ctypes.c_void_p()
+        if self.model:
+            self.lib.lib.cinfer_model_free(self.model)
+            self.model = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

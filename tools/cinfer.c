@@ -1,0 +1,2 @@
+/* cinfer CLI: run, inspect, ops, bench. */
+int main(void) { return 0; }
