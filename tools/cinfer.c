@@ -1,2 +1,446 @@
-/* cinfer CLI: run, inspect, ops, bench. */
-int main(void) { return 0; }
+/* cinfer command-line tool: run a model on .npy inputs, inspect it, list ops, benchmark it. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cinfer/cinfer.h"
+#include "core/npy.h"
+
+#define MAX_CLI_INPUTS 64
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "cinfer %s: ONNX inference engine\n"
+            "usage:\n"
+            "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu] [--threads N]\n"
+            "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
+            "  cinfer ops\n"
+            "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu]\n"
+            "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...]\n"
+            "  cinfer version\n"
+            "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
+            "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n",
+            cinfer_version());
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "cinfer: %s: %s\n", what, cinfer_last_error());
+    return 1;
+}
+
+typedef struct cli_options {
+    const char *model_path;
+    const char *input_specs[MAX_CLI_INPUTS];
+    int num_inputs;
+    const char *dim_specs[MAX_CLI_INPUTS];
+    int num_dims;
+    const char *output_dir;
+    const char *device;
+    const char *threads;
+    long batch, iters, warmup, int_high;
+} cli_options;
+
+/* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
+static int parse_options(int argc, char **argv, cli_options *o) {
+    memset(o, 0, sizeof *o);
+    o->device = "cpu";
+    o->batch = 1;
+    o->iters = 100;
+    o->warmup = 10;
+    o->int_high = 2;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes_value = strncmp(a, "--", 2) == 0;
+        if (takes_value && !v) {
+            fprintf(stderr, "cinfer: option %s needs a value\n", a);
+            return 2;
+        }
+        char *end = NULL;
+        if (strcmp(a, "--input") == 0) {
+            if (o->num_inputs == MAX_CLI_INPUTS) return fprintf(stderr, "cinfer: too many --input\n"), 2;
+            o->input_specs[o->num_inputs++] = v;
+        } else if (strcmp(a, "--dim") == 0) {
+            if (o->num_dims == MAX_CLI_INPUTS) return fprintf(stderr, "cinfer: too many --dim\n"), 2;
+            o->dim_specs[o->num_dims++] = v;
+        } else if (strcmp(a, "--output-dir") == 0) {
+            o->output_dir = v;
+        } else if (strcmp(a, "--device") == 0) {
+            o->device = v;
+        } else if (strcmp(a, "--threads") == 0) {
+            o->threads = v;
+        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
+                   strcmp(a, "--int-high") == 0) {
+            long n = strtol(v, &end, 10);
+            if (*end || n < 0 || (n == 0 && strcmp(a, "--warmup") != 0)) {
+                fprintf(stderr, "cinfer: %s wants a positive integer, got '%s'\n", a, v);
+                return 2;
+            }
+            if (a[2] == 'b') o->batch = n;
+            else if (a[2] == 'i' && a[3] == 't') o->iters = n;
+            else if (a[2] == 'w') o->warmup = n;
+            else o->int_high = n;
+        } else if (takes_value) {
+            fprintf(stderr, "cinfer: unknown option %s\n", a);
+            return 2;
+        } else if (!o->model_path) {
+            o->model_path = a;
+            continue;
+        } else {
+            fprintf(stderr, "cinfer: unexpected argument '%s'\n", a);
+            return 2;
+        }
+        i++;
+    }
+    return 0;
+}
+
+static int open_model(const cli_options *o, cinfer_model **model, cinfer_session **session) {
+    *model = NULL;
+    *session = NULL;
+    if (!o->model_path) {
+        fprintf(stderr, "cinfer: no model given\n");
+        return 2;
+    }
+    if (cinfer_model_load(o->model_path, model) != CINFER_OK) return fail("load");
+    const char *keys[1] = {"threads"}, *vals[1] = {o->threads};
+    if (cinfer_session_create(*model, o->device, keys, vals, o->threads ? 1 : 0, session) != CINFER_OK) {
+        cinfer_model_free(*model);
+        *model = NULL;
+        return fail("session");
+    }
+    return 0;
+}
+
+static void print_shape(const cinfer_value_info *info) {
+    if (info->ndim < 0) {
+        printf("(unknown rank)");
+        return;
+    }
+    printf("[");
+    for (int d = 0; d < info->ndim; d++) {
+        if (d) printf(", ");
+        if (info->dims[d] >= 0) printf("%lld", (long long)info->dims[d]);
+        else printf("%s", info->dim_names[d] ? info->dim_names[d] : "?");
+    }
+    printf("]");
+}
+
+/* Concrete shape for a model input: first dynamic dim = batch, named dims from --dim, others 1. */
+static int concrete_shape(const cli_options *o, const cinfer_value_info *info, cinfer_tensor *t) {
+    t->name = info->name;
+    t->dtype = info->dtype;
+    t->ndim = info->ndim < 0 ? 0 : info->ndim;
+    bool batch_used = false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (info->dims[d] >= 0) {
+            t->dims[d] = info->dims[d];
+            continue;
+        }
+        long value = -1;
+        for (int k = 0; k < o->num_dims; k++) {
+            const char *eq = strchr(o->dim_specs[k], '=');
+            if (eq && info->dim_names[d] && strlen(info->dim_names[d]) == (size_t)(eq - o->dim_specs[k]) &&
+                strncmp(o->dim_specs[k], info->dim_names[d], (size_t)(eq - o->dim_specs[k])) == 0)
+                value = strtol(eq + 1, NULL, 10);
+        }
+        if (value < 0 && !batch_used) value = o->batch;
+        if (value < 0) value = 1;
+        batch_used = true;
+        t->dims[d] = value;
+    }
+    return 0;
+}
+
+static size_t numel_of(const cinfer_tensor *t) {
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->dims[d];
+    return n;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Fills t with random values: floats in [-1, 1), integers in [0, int_high), bools 0/1. */
+static int fill_random(cinfer_tensor *t, long int_high) {
+    size_t n = numel_of(t), es = cinfer_dtype_size(t->dtype);
+    t->data = malloc(n * es + 1);
+    if (!t->data) return -1;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(rng_next() >> 11) / 9007199254740992.0;
+        int64_t k = (int64_t)(rng_next() % (uint64_t)(int_high > 0 ? int_high : 1));
+        switch (t->dtype) {
+        case CINFER_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(2 * u - 1); break;
+        case CINFER_DTYPE_DOUBLE: ((double *)t->data)[i] = 2 * u - 1; break;
+        case CINFER_DTYPE_INT64: ((int64_t *)t->data)[i] = k; break;
+        case CINFER_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)k; break;
+        case CINFER_DTYPE_BOOL: ((uint8_t *)t->data)[i] = (uint8_t)(k & 1); break;
+        default: memset((char *)t->data + i * es, 0, es); break;
+        }
+    }
+    return 0;
+}
+
+static int cmd_ops(void) {
+    size_t n = cinfer_num_supported_ops();
+    for (size_t i = 0; i < n; i++) {
+        const char *name, *backends;
+        if (cinfer_supported_op(i, &name, &backends) == CINFER_OK) printf("%-28s %s\n", name, backends);
+    }
+    return 0;
+}
+
+/* Reads NAME=FILE.npy specs into tensors (names point into argv). */
+static int read_inputs(const cli_options *o, cinfer_tensor *inputs, void **owned) {
+    for (int i = 0; i < o->num_inputs; i++) {
+        const char *spec = o->input_specs[i];
+        const char *eq = strchr(spec, '=');
+        if (!eq || eq == spec) {
+            fprintf(stderr, "cinfer: --input wants NAME=FILE.npy, got '%s'\n", spec);
+            return 2;
+        }
+        static char names[MAX_CLI_INPUTS][256];
+        snprintf(names[i], sizeof names[i], "%.*s", (int)(eq - spec), spec);
+        tensor t;
+        if (npy_read_file(eq + 1, &t) != CINFER_OK) {
+            fprintf(stderr, "cinfer: input '%s': %s\n", names[i], cinfer_last_error());
+            return 1;
+        }
+        inputs[i].name = names[i];
+        inputs[i].dtype = t.dtype;
+        inputs[i].ndim = t.ndim;
+        memcpy(inputs[i].dims, t.dims, sizeof t.dims);
+        inputs[i].data = t.data;
+        owned[i] = t.data;
+    }
+    return 0;
+}
+
+static int cmd_run(const cli_options *o) {
+    if (!o->output_dir) {
+        fprintf(stderr, "cinfer run: --output-dir DIR is required\n");
+        return 2;
+    }
+    cinfer_model *model;
+    cinfer_session *session;
+    int rc = open_model(o, &model, &session);
+    if (rc) return rc;
+    cinfer_tensor inputs[MAX_CLI_INPUTS];
+    void *owned[MAX_CLI_INPUTS] = {0};
+    cinfer_tensor *outputs = NULL;
+    size_t num_outputs = cinfer_model_num_outputs(model);
+    rc = read_inputs(o, inputs, owned);
+    if (rc) goto done;
+    outputs = calloc(num_outputs, sizeof *outputs);
+    if (!outputs) {
+        rc = 1;
+        goto done;
+    }
+    if (cinfer_session_run(session, inputs, (size_t)o->num_inputs, outputs, num_outputs) != CINFER_OK) {
+        rc = fail("run");
+        goto done;
+    }
+    if (mkdir(o->output_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "cinfer: cannot create '%s': %s\n", o->output_dir, strerror(errno));
+        rc = 1;
+        goto done;
+    }
+    for (size_t k = 0; k < num_outputs; k++) {
+        char path[4096], safe[256];
+        snprintf(safe, sizeof safe, "%s", outputs[k].name);
+        for (char *c = safe; *c; c++)
+            if (*c == '/' || *c == '\\' || *c == ':') *c = '_'; /* output names may hold path characters */
+        snprintf(path, sizeof path, "%s/%s.npy", o->output_dir, safe);
+        tensor t = {.dtype = outputs[k].dtype, .ndim = outputs[k].ndim, .data = outputs[k].data};
+        memcpy(t.dims, outputs[k].dims, sizeof t.dims);
+        if (npy_write_file(path, &t) != CINFER_OK) {
+            rc = fail("write output");
+            goto done;
+        }
+        char shape[256];
+        printf("%s: %s %s -> %s\n", outputs[k].name, cinfer_dtype_name(t.dtype), tensor_shape_str(&t, shape, sizeof shape), path);
+        size_t n = (size_t)tensor_numel(&t);
+        if (t.dtype == CINFER_DTYPE_FLOAT && n) {
+            printf("  values:");
+            for (size_t i = 0; i < n && i < 8; i++) printf(" %.6g", ((float *)t.data)[i]);
+            printf("%s\n", n > 8 ? " ..." : "");
+        }
+    }
+done:
+    if (outputs)
+        for (size_t k = 0; k < num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
+    free(outputs);
+    for (int i = 0; i < o->num_inputs; i++) core_aligned_free(owned[i]);
+    cinfer_session_free(session);
+    cinfer_model_free(model);
+    return rc;
+}
+
+static int cmd_inspect(const cli_options *o) {
+    cinfer_model *model;
+    cinfer_session *session;
+    int rc = open_model(o, &model, &session);
+    if (rc) return rc;
+    cinfer_model_stats st;
+    cinfer_model_get_stats(model, &st);
+    printf("model: %s\nopset: %lld\n", o->model_path, (long long)st.opset);
+    size_t ni = cinfer_model_num_inputs(model), no = cinfer_model_num_outputs(model);
+    cinfer_tensor inputs[MAX_CLI_INPUTS];
+    printf("inputs:\n");
+    for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) {
+        cinfer_value_info info;
+        cinfer_model_input_info(model, i, &info);
+        printf("  %-24s %-8s ", info.name, cinfer_dtype_name(info.dtype));
+        print_shape(&info);
+        printf("\n");
+        memset(&inputs[i], 0, sizeof inputs[i]);
+        concrete_shape(o, &info, &inputs[i]);
+        if (fill_random(&inputs[i], 1) != 0) { /* values of shape-deciding inputs: zeros are safest */
+            fprintf(stderr, "cinfer: out of memory\n");
+            return 1;
+        }
+    }
+    printf("outputs:\n");
+    for (size_t i = 0; i < no; i++) {
+        cinfer_value_info info;
+        cinfer_model_output_info(model, i, &info);
+        printf("  %-24s %-8s ", info.name, cinfer_dtype_name(info.dtype));
+        print_shape(&info);
+        printf("\n");
+    }
+    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, dead-node removal)\n",
+           st.num_nodes, st.num_nodes_original);
+    printf("ops:\n");
+    for (size_t i = 0; i < cinfer_model_num_op_types(model); i++) {
+        const char *op;
+        size_t count;
+        cinfer_model_op_type(model, i, &op, &count);
+        printf("  %-24s %zu\n", op, count);
+    }
+    printf("parameters: %zu (%.2f MiB)\n", st.num_parameters, st.parameter_bytes / 1048576.0);
+    size_t host = cinfer_session_num_host_nodes(session);
+    printf("host-evaluated shape nodes: %zu%s", host, host ? " (" : "\n");
+    for (size_t i = 0; i < host; i++) printf("%s%s", cinfer_session_host_node(session, i), i + 1 < host ? ", " : ")\n");
+    size_t arena;
+    if (cinfer_session_plan_memory(session, inputs, ni, &arena) == CINFER_OK)
+        printf("planned activation memory at batch %ld: %zu bytes (%.2f MiB)\n", o->batch, arena, arena / 1048576.0);
+    else
+        rc = fail("plan");
+    for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) free(inputs[i].data);
+    cinfer_session_free(session);
+    cinfer_model_free(model);
+    return rc;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmd_bench(const cli_options *o) {
+    cinfer_model *model;
+    cinfer_session *session;
+    int rc = open_model(o, &model, &session);
+    if (rc) return rc;
+    size_t ni = cinfer_model_num_inputs(model), no = cinfer_model_num_outputs(model);
+    cinfer_tensor inputs[MAX_CLI_INPUTS];
+    void *owned[MAX_CLI_INPUTS] = {0};
+    cinfer_tensor given[MAX_CLI_INPUTS];
+    double *times = calloc((size_t)o->iters, sizeof(double));
+    cinfer_tensor *outputs = calloc(no ? no : 1, sizeof *outputs);
+    if (!times || !outputs || ni > MAX_CLI_INPUTS) {
+        rc = 1;
+        goto done;
+    }
+    rc = read_inputs(o, given, owned);
+    if (rc) goto done;
+    for (size_t i = 0; i < ni; i++) {
+        cinfer_value_info info;
+        cinfer_model_input_info(model, i, &info);
+        memset(&inputs[i], 0, sizeof inputs[i]);
+        int from_file = -1;
+        for (int k = 0; k < o->num_inputs; k++)
+            if (strcmp(given[k].name, info.name) == 0) from_file = k;
+        if (from_file >= 0) {
+            inputs[i] = given[from_file]; /* data stays owned by owned[] */
+            continue;
+        }
+        concrete_shape(o, &info, &inputs[i]);
+        if (fill_random(&inputs[i], o->int_high) != 0) {
+            rc = 1;
+            goto done;
+        }
+    }
+    for (long it = 0; it < o->warmup + o->iters; it++) {
+        double t0 = now_seconds();
+        if (cinfer_session_run(session, inputs, ni, outputs, no) != CINFER_OK) {
+            rc = fail("run");
+            goto done;
+        }
+        double t1 = now_seconds();
+        for (size_t k = 0; k < no; k++) cinfer_tensor_free_data(&outputs[k]);
+        if (it >= o->warmup) times[it - o->warmup] = (t1 - t0) * 1e3;
+    }
+    double total = 0;
+    for (long i = 0; i < o->iters; i++) total += times[i];
+    qsort(times, (size_t)o->iters, sizeof(double), compare_double);
+#define PCT(p) times[(size_t)fmin((double)(o->iters - 1), floor((p) / 100.0 * (double)o->iters))]
+    printf("model: %s  device: %s  batch: %ld  iters: %ld  threads: %s\n", o->model_path, o->device, o->batch, o->iters,
+           o->threads ? o->threads : "all");
+    printf("%-10s %10s %10s %10s %10s %10s %14s\n", "", "mean ms", "p50 ms", "p90 ms", "p99 ms", "min ms", "items/s");
+    printf("%-10s %10.3f %10.3f %10.3f %10.3f %10.3f %14.1f\n", "latency", total / (double)o->iters, PCT(50), PCT(90),
+           PCT(99), times[0], (double)o->batch * (double)o->iters / (total / 1e3));
+done:
+    for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) {
+        bool from_file = false;
+        for (int k = 0; k < o->num_inputs; k++) from_file = from_file || inputs[i].data == owned[k];
+        if (!from_file) free(inputs[i].data);
+    }
+    for (int k = 0; k < o->num_inputs; k++) core_aligned_free(owned[k]);
+    free(times);
+    free(outputs);
+    cinfer_session_free(session);
+    cinfer_model_free(model);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("cinfer %s\n", cinfer_version());
+        return 0;
+    }
+    if (strcmp(cmd, "ops") == 0) return cmd_ops();
+    cli_options o;
+    int rc = parse_options(argc - 2, argv + 2, &o);
+    if (rc) return rc;
+    if (strcmp(cmd, "run") == 0) return cmd_run(&o);
+    if (strcmp(cmd, "inspect") == 0) return cmd_inspect(&o);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(&o);
+    fprintf(stderr, "cinfer: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,7 +1,101 @@
-/* Op schemas of the linalg family (shape and dtype inference). */
+/* Op schemas of the linalg family: MatMul (numpy matmul) and Gemm. */
 #include "core/status.h"
 #include "graph/op_schema.h"
 
+static const cinfer_dtype matmul_types[] = {
+    CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16, CINFER_DTYPE_BFLOAT16,
+    CINFER_DTYPE_INT32, CINFER_DTYPE_INT64, CINFER_DTYPE_UINT32, CINFER_DTYPE_UINT64,
+    CINFER_DTYPE_INT8,  CINFER_DTYPE_UINT8, CINFER_DTYPE_INT16,  CINFER_DTYPE_UINT16,
+    CINFER_DTYPE_UNDEFINED,
+};
+
+static cinfer_status check_operands(const graph_node *n, const tensor *in) {
+    CINFER_TRY(shape_expect_dtype(n, in, 0, matmul_types));
+    if (in[1].dtype != in[0].dtype)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': A has dtype %s but B has %s, they must match",
+                          n->op_type, n->name, cinfer_dtype_name(in[0].dtype), cinfer_dtype_name(in[1].dtype));
+    return CINFER_OK;
+}
+
+/* numpy matmul: a 1-D A gains a leading 1, a 1-D B a trailing 1 (both removed from the result);
+ * the dims before the last two broadcast. */
+static cinfer_status infer_matmul(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    const tensor *a = &in[0], *b = &in[1];
+    char sa[128], sb[128];
+    CINFER_TRY(check_operands(n, in));
+    if (a->ndim < 1 || b->ndim < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "MatMul node '%s': operands must have rank >= 1, got A %s and B %s",
+                          n->name, tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+    int64_t k_a = a->dims[a->ndim - 1];
+    int64_t k_b = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    if (k_a != k_b)
+        return core_error(CINFER_ERR_INVALID_MODEL,
+                          "MatMul node '%s': inner dimensions differ: A %s has %lld columns, B %s has %lld rows",
+                          n->name, tensor_shape_str(a, sa, sizeof sa), (long long)k_a,
+                          tensor_shape_str(b, sb, sizeof sb), (long long)k_b);
+    /* broadcast the batch dims (all but the matrix dims) */
+    tensor ba = {.ndim = a->ndim > 2 ? a->ndim - 2 : 0}, bb = {.ndim = b->ndim > 2 ? b->ndim - 2 : 0};
+    for (int i = 0; i < ba.ndim; i++) ba.dims[i] = a->dims[i];
+    for (int i = 0; i < bb.ndim; i++) bb.dims[i] = b->dims[i];
+    tensor batch = {0};
+    if (shape_broadcast(n, &ba, &bb, &batch) != CINFER_OK)
+        return core_error(CINFER_ERR_INVALID_MODEL, "MatMul node '%s': batch dimensions of A %s and B %s cannot be broadcast",
+                          n->name, tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+    int rank = batch.ndim + (a->ndim > 1) + (b->ndim > 1);
+    if (rank > CINFER_MAX_DIMS)
+        return core_error(CINFER_ERR_UNSUPPORTED, "MatMul node '%s': result rank %d exceeds %d", n->name, rank,
+                          CINFER_MAX_DIMS);
+    out[0].dtype = a->dtype;
+    out[0].ndim = 0;
+    for (int i = 0; i < batch.ndim; i++) out[0].dims[out[0].ndim++] = batch.dims[i];
+    if (a->ndim > 1) out[0].dims[out[0].ndim++] = a->dims[a->ndim - 2];
+    if (b->ndim > 1) out[0].dims[out[0].ndim++] = b->dims[b->ndim - 1];
+    return CINFER_OK;
+}
+
+/* Y = alpha * op(A) * op(B) + beta * C, A and B 2-D, C unidirectionally broadcastable to [M, N]. */
+static cinfer_status infer_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    const tensor *a = &in[0], *b = &in[1];
+    char sa[128], sb[128];
+    CINFER_TRY(check_operands(n, in));
+    if (a->ndim != 2 || b->ndim != 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "Gemm node '%s': A and B must be 2-D, got A %s and B %s", n->name,
+                          tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+    bool ta = graph_attr_int(n, "transA", 0) != 0, tb = graph_attr_int(n, "transB", 0) != 0;
+    int64_t m = ta ? a->dims[1] : a->dims[0], k = ta ? a->dims[0] : a->dims[1];
+    int64_t kb = tb ? b->dims[1] : b->dims[0], nn = tb ? b->dims[0] : b->dims[1];
+    if (k != kb)
+        return core_error(CINFER_ERR_INVALID_MODEL,
+                          "Gemm node '%s': inner dimensions differ: op(A) is %lldx%lld (A %s, transA=%d), op(B) is "
+                          "%lldx%lld (B %s, transB=%d)",
+                          n->name, (long long)m, (long long)k, tensor_shape_str(a, sa, sizeof sa), ta, (long long)kb,
+                          (long long)nn, tensor_shape_str(b, sb, sizeof sb), tb);
+    if (num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED) {
+        const tensor *c = &in[2];
+        if (c->dtype != a->dtype)
+            return core_error(CINFER_ERR_INVALID_MODEL, "Gemm node '%s': C has dtype %s but A has %s, they must match",
+                              n->name, cinfer_dtype_name(c->dtype), cinfer_dtype_name(a->dtype));
+        bool ok = c->ndim <= 2;
+        for (int i = 0; ok && i < c->ndim; i++) {
+            int64_t want = i == c->ndim - 1 ? nn : m;
+            ok = c->dims[i] == 1 || c->dims[i] == want;
+        }
+        if (!ok)
+            return core_error(CINFER_ERR_INVALID_MODEL,
+                              "Gemm node '%s': C %s cannot be broadcast to the result shape [%lld,%lld]", n->name,
+                              tensor_shape_str(c, sa, sizeof sa), (long long)m, (long long)nn);
+    }
+    out[0].dtype = a->dtype;
+    out[0].ndim = 2;
+    out[0].dims[0] = m;
+    out[0].dims[1] = nn;
+    return CINFER_OK;
+}
+
 const op_schema shape_linalg_schemas[] = {
+    {"MatMul", infer_matmul, 0, 0, 2, 2},
+    {"Gemm", infer_gemm, 0, 0, 2, 3},
     {NULL, NULL, 0, 0, 0, 0},
 };

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs test dependencies, builds cinfer (warnings as errors), runs every test suite, then rebuilds the
+# CPU-only engine with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit and model tests again.
+# Usage: scripts/test.sh            (the README's test command; .ci/run calls it)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+JOBS="$(nproc)"
+
+stage_start=0
+stage() { stage_start=$(date +%s); echo; echo "=== $1"; }
+stage_end() { echo "=== $1 took $(( $(date +%s) - stage_start ))s"; }
+
+stage "setup (apt packages, Python venv)"
+scripts/setup.sh --no-build
+stage_end "setup"
+
+stage "build (Release, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCINFER_WERROR=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
+cmake --build build -j"$JOBS"
+stage_end "build"
+
+stage "tests (all labels)"
+ctest --test-dir build --output-on-failure -j"$JOBS"
+stage_end "tests"
+
+stage "sanitizer build (ASan + UBSan, CPU only)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCINFER_CUDA=OFF -DCINFER_SANITIZE=ON -DCINFER_WERROR=ON \
+      -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
+cmake --build build-asan -j"$JOBS"
+stage_end "sanitizer build"
+
+stage "unit + model tests under ASan/UBSan"
+ctest --test-dir build-asan --output-on-failure -L 'unit|model' -j"$JOBS"
+stage_end "sanitizer tests"
+echo
+echo "all tests passed"

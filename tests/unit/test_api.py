@@ -1,0 +1,202 @@
+"""C API tests through ctypes: loader errors on malformed files, external data, unsupported-op listing,
+input validation messages, run-time shape subgraphs, plan caching."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cinfer_ctypes import CinferError, Session
+
+INVALID_ARGUMENT, INVALID_MODEL, UNSUPPORTED, IO = 1, 2, 3, 5
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=18):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def add_relu_model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    b = numpy_helper.from_array(np.array([1, -2, 3, -4], np.float32), "b")
+    return make_model([helper.make_node("Add", ["x", "b"], ["t"]), helper.make_node("Relu", ["t"], ["y"])], [x], [y], [b])
+
+
+def test_runs_and_matches_numpy(lib):
+    s = Session(lib, add_relu_model().SerializeToString())
+    x = np.random.randn(3, 4).astype(np.float32)
+    (y,) = s.run({"x": x})
+    np.testing.assert_allclose(y, np.maximum(x + np.array([1, -2, 3, -4], np.float32), 0), rtol=1e-6)
+    # a second batch size gets its own plan; the first still works after it
+    x5 = np.random.randn(5, 4).astype(np.float32)
+    assert s.run({"x": x5})[0].shape == (5, 4)
+    np.testing.assert_allclose(s.run([x])[0], y)
+
+
+@pytest.mark.parametrize("cut", [1, 10, 0.5])
+def test_truncated_model_is_refused(lib, cut):
+    data = add_relu_model().SerializeToString()
+    n = int(len(data) * cut) if isinstance(cut, float) else cut
+    with pytest.raises(CinferError) as e:
+        Session(lib, data[:n])
+    assert e.value.status == INVALID_MODEL
+
+
+def test_corrupt_bytes_are_refused(lib):
+    rng = np.random.default_rng(1)
+    base = bytearray(add_relu_model().SerializeToString())
+    statuses = set()
+    for trial in range(200):
+        data = bytearray(base)
+        for _ in range(5):
+            data[rng.integers(len(data))] = rng.integers(256)
+        try:
+            s = Session(lib, bytes(data))
+            s.run({"x": np.ones((2, 4), np.float32)}) if s else None
+            statuses.add("ok")
+        except CinferError as e:
+            statuses.add(e.status)
+            assert e.message, "every refusal carries a message"
+    assert statuses - {"ok"}, "some corruptions must be detected"
+
+
+def test_garbage_is_not_a_model(lib):
+    with pytest.raises(CinferError) as e:
+        Session(lib, b"this is not a protobuf at all \xff\xff\xff")
+    assert e.value.status == INVALID_MODEL
+
+
+def test_all_unsupported_ops_listed_at_once(lib):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("NoSuchOpA", ["x"], ["a"], name="first"),
+             helper.make_node("NoSuchOpB", ["a"], ["b"], name="second"),
+             helper.make_node("Relu", ["b"], ["y"], name="third")]
+    with pytest.raises(CinferError) as e:
+        Session(lib, make_model(nodes, [x], [y]).SerializeToString())
+    assert e.value.status == UNSUPPORTED
+    assert "NoSuchOpA (node 'first')" in e.value.message and "NoSuchOpB (node 'second')" in e.value.message
+
+
+def test_old_opset_is_refused_with_reason(lib):
+    with pytest.raises(CinferError) as e:
+        Session(lib, make_model(add_relu_model().graph.node, add_relu_model().graph.input,
+                                add_relu_model().graph.output, add_relu_model().graph.initializer, opset=11).SerializeToString())
+    assert e.value.status == UNSUPPORTED and "opset 11" in e.value.message
+
+
+def test_dangling_input_is_invalid(lib):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    with pytest.raises(CinferError) as e:
+        Session(lib, make_model([helper.make_node("Add", ["x", "ghost"], ["y"], name="adder")], [x], [y]).SerializeToString())
+    assert e.value.status == INVALID_MODEL and "ghost" in e.value.message and "adder" in e.value.message
+
+
+def test_raw_data_size_mismatch(lib):
+    m = add_relu_model()
+    m.graph.initializer[0].raw_data = b"\0" * 7
+    with pytest.raises(CinferError) as e:
+        Session(lib, m.SerializeToString())
+    assert e.value.status == INVALID_MODEL and "'b'" in e.value.message
+
+
+def save_external(model, folder, location):
+    onnx.save_model(model, os.path.join(folder, "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin", size_threshold=0)
+    m = onnx.load(os.path.join(folder, "model.onnx"), load_external_data=False)
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = location
+    onnx.save_model(m, os.path.join(folder, "model.onnx"))
+    return os.path.join(folder, "model.onnx")
+
+
+def test_external_data_loads(lib, tmp_path):
+    path = save_external(add_relu_model(), str(tmp_path), "weights.bin")
+    s = Session(lib, path=path)
+    (y,) = s.run({"x": np.zeros((1, 4), np.float32)})
+    np.testing.assert_array_equal(y, [[1, 0, 3, 0]])
+
+
+@pytest.mark.parametrize("location", ["../weights.bin", "/etc/passwd", "sub/../../weights.bin"])
+def test_external_data_may_not_escape(lib, tmp_path, location):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    path = save_external(add_relu_model(), str(folder), location)
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 16)
+    with pytest.raises(CinferError) as e:
+        Session(lib, path=path)
+    assert e.value.status == INVALID_MODEL and "escapes" in e.value.message
+
+
+def test_external_data_symlink_escape(lib, tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    path = save_external(add_relu_model(), str(folder), "link.bin")
+    (tmp_path / "outside.bin").write_bytes(b"\0" * 16)
+    os.symlink(tmp_path / "outside.bin", folder / "link.bin")
+    with pytest.raises(CinferError) as e:
+        Session(lib, path=path)
+    assert "escapes" in e.value.message
+
+
+def test_missing_external_file(lib, tmp_path):
+    path = save_external(add_relu_model(), str(tmp_path), "weights.bin")
+    os.remove(tmp_path / "weights.bin")
+    with pytest.raises(CinferError) as e:
+        Session(lib, path=path)
+    assert e.value.status == IO and "weights.bin" in e.value.message
+
+
+def test_wrong_input_name(lib):
+    s = Session(lib, add_relu_model().SerializeToString())
+    with pytest.raises(CinferError) as e:
+        s.run({"z": np.zeros((1, 4), np.float32)})
+    assert e.value.status == INVALID_ARGUMENT and "'z'" in e.value.message and "'x'" in e.value.message
+
+
+def test_wrong_dtype(lib):
+    s = Session(lib, add_relu_model().SerializeToString())
+    with pytest.raises(CinferError) as e:
+        s.run({"x": np.zeros((1, 4), np.float64)})
+    assert "expected dtype float32, got float64" in e.value.message
+
+
+def test_wrong_shape(lib):
+    s = Session(lib, add_relu_model().SerializeToString())
+    with pytest.raises(CinferError) as e:
+        s.run({"x": np.zeros((1, 5), np.float32)})
+    assert "dim 1 must be 4, got 5" in e.value.message
+    with pytest.raises(CinferError) as e:
+        s.run({"x": np.zeros((4,), np.float32)})
+    assert "expected rank 2" in e.value.message
+
+
+def test_missing_input(lib):
+    s = Session(lib, add_relu_model().SerializeToString())
+    with pytest.raises(CinferError) as e:
+        s.run({})
+    assert "input 'x' is missing" in e.value.message
+
+
+def test_runtime_shape_chain(lib):
+    """Reshape target computed from Shape/Gather/Concat at run time: evaluated on the host per plan."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 12])
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+             helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"]),
+             helper.make_node("Concat", ["b1", "minus_one"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    inits.append(numpy_helper.from_array(np.array([0], np.int64), "axes0"))
+    s = Session(lib, make_model(nodes, [x], [y], inits).SerializeToString())
+    for batch in (1, 5, 2):
+        a = np.random.randn(batch, 3, 4).astype(np.float32)
+        (out,) = s.run({"x": a})
+        np.testing.assert_array_equal(out, a.reshape(batch, 12))
