@@ -1,0 +1,110 @@
+"""The cinfer tool and the C example program on good and bad input: right outputs, clear errors, no crashes."""
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODELS = ROOT / "examples" / "models"
+
+
+def run(*args, expect=0):
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120)
+    assert p.returncode >= 0, f"crashed with signal {-p.returncode}: {p.stderr}"
+    assert p.returncode == expect, f"exit {p.returncode}, expected {expect}\nstdout: {p.stdout}\nstderr: {p.stderr}"
+    return p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("name,inp", [("mlp", "x"), ("tiny_cnn", "image")])
+def test_run_writes_outputs_matching_onnxruntime(cli, tmp_path, name, inp):
+    model, data = MODELS / f"{name}.onnx", MODELS / f"{name}_{inp}.npy"
+    run(cli, "run", model, "--input", f"{inp}={data}", "--output-dir", tmp_path, "--threads", "1")
+    reference = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    for out, expected in zip(reference.get_outputs(), reference.run(None, {inp: np.load(data)})):
+        got = np.load(tmp_path / f"{out.name}.npy")
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_inspect_reports_structure_and_memory(cli):
+    out = run(cli, "inspect", MODELS / "tiny_cnn.onnx", "--batch", "4")
+    assert "image" in out and "[batch, 3, 32, 32]" in out
+    assert "BatchNormalization" not in out, "Conv+BN must be folded"
+    assert "Conv" in out and "parameters:" in out
+    assert "planned activation memory at batch 4:" in out
+
+
+def test_ops_lists_backends(cli):
+    out = run(cli, "ops")
+    assert any(line.split() == ["Conv", "cpu"] for line in out.splitlines())
+
+
+def test_bench_prints_latency_table(cli):
+    out = run(cli, "bench", MODELS / "mlp.onnx", "--batch", "3", "--iters", "5", "--warmup", "1")
+    assert "p50 ms" in out and "latency" in out
+
+
+def test_example_program_runs(tmp_path):
+    example = os.environ.get("CINFER_EXAMPLE", str(ROOT / "build" / "example_run_model"))
+    out = run(example, MODELS / "tiny_cnn.onnx", "2")
+    assert "output logits: float32 [2, 10]" in out
+
+
+def test_wrong_input_name(cli, tmp_path):
+    out = run(cli, "run", MODELS / "mlp.onnx", "--input", f"nope={MODELS / 'mlp_x.npy'}", "--output-dir", tmp_path, expect=1)
+    assert "'nope' is not an input of the model" in out and "'x'" in out
+
+
+def test_wrong_input_dtype(cli, tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((2, 16), np.float64))
+    out = run(cli, "run", MODELS / "mlp.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path, expect=1)
+    assert "input 'x': expected dtype float32, got float64" in out
+
+
+def test_wrong_input_shape(cli, tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((2, 15), np.float32))
+    out = run(cli, "run", MODELS / "mlp.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path, expect=1)
+    assert "dim 1 must be 16, got 15" in out
+
+
+def test_missing_input_file(cli, tmp_path):
+    out = run(cli, "run", MODELS / "mlp.onnx", "--input", "x=/no/such.npy", "--output-dir", tmp_path, expect=1)
+    assert "/no/such.npy" in out
+
+
+def test_missing_model(cli, tmp_path):
+    out = run(cli, "inspect", tmp_path / "absent.onnx", expect=1)
+    assert "absent.onnx" in out
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 0.9])
+def test_truncated_model(cli, tmp_path, fraction):
+    data = (MODELS / "tiny_cnn.onnx").read_bytes()
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(data[: int(len(data) * fraction)])
+    out = run(cli, "inspect", bad, expect=1)
+    assert "bad.onnx" in out
+
+
+def test_corrupt_models_never_crash(cli, tmp_path):
+    rng = np.random.default_rng(3)
+    data = bytearray((MODELS / "tiny_cnn.onnx").read_bytes())
+    np.save(tmp_path / "img.npy", np.zeros((1, 3, 32, 32), np.float32))
+    for trial in range(25):
+        bad = bytearray(data)
+        for _ in range(8):
+            bad[rng.integers(len(bad))] = rng.integers(256)
+        (tmp_path / "bad.onnx").write_bytes(bytes(bad))
+        p = subprocess.run([cli, "run", tmp_path / "bad.onnx", "--input", f"image={tmp_path / 'img.npy'}",
+                            "--output-dir", tmp_path / "out"], capture_output=True, text=True, timeout=120)
+        assert p.returncode in (0, 1), f"trial {trial}: exit {p.returncode}: {p.stderr}"
+        if p.returncode == 1:
+            assert "cinfer:" in p.stderr
+
+
+def test_unknown_command_and_option(cli):
+    assert "unknown command" in run(cli, "frobnicate", expect=2)
+    assert "unknown option" in run(cli, "inspect", MODELS / "mlp.onnx", "--bogus", "1", expect=2)
