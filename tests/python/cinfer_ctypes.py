@@ -104,7 +104,7 @@ class Session:
         arrays, names = [], []
         ins = (Tensor * max(1, len(items)))()
         for i, (name, arr) in enumerate(items):
-            arr = np.ascontiguousarray(arr)
+            arr = np.require(arr, requirements="C")  # ascontiguousarray would turn 0-d into 1-d
             if arr.dtype not in NP_TO_DTYPE:
                 raise CinferError(STATUS_UNSUPPORTED, f"input '{name}': numpy dtype {arr.dtype} has no cinfer dtype")
             arrays.append(arr)
