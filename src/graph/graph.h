@@ -13,6 +13,9 @@
 
 #include "core/tensor.h"
 
+/* Most inputs or outputs one node may have (the loader refuses more; kernels keep arrays of this size). */
+#define GRAPH_MAX_NODE_IO 256
+
 typedef enum value_kind {
     VALUE_INTERMEDIATE = 0, /* produced by a node */
     VALUE_INPUT,            /* model input, given by the caller */

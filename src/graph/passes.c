@@ -176,7 +176,7 @@ static void value_view(const graph *g, int v, tensor *t) {
 /* Evaluates node i whose inputs are all constants; its outputs become constants. */
 static cinfer_status fold_node(graph *g, int i) {
     graph_node *n = &g->nodes[i];
-    tensor in[64], out[64];
+    tensor in[GRAPH_MAX_NODE_IO], out[GRAPH_MAX_NODE_IO];
     for (int k = 0; k < n->num_inputs; k++) value_view(g, n->inputs[k], &in[k]);
     memset(out, 0, sizeof(tensor) * (size_t)n->num_outputs);
     CINFER_TRY(n->schema->infer(n, in, n->num_inputs, out, n->num_outputs));

@@ -76,7 +76,13 @@ static bool list_free(free_list *fl, size_t offset, size_t size) {
     return true;
 }
 
-cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const size_t *value_bytes, const bool *in_arena,
+/* Bytes a value occupies in the arena (zero-sized tensors still get a distinct block). */
+static size_t block_size(const tensor *t) {
+    size_t n = tensor_nbytes(t);
+    return align_up(n ? n : 1);
+}
+
+cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
                                 int64_t *offsets, size_t *arena_bytes) {
     int nv = g->num_values;
     int *remaining = calloc((size_t)(nv ? nv : 1), sizeof(int));
@@ -106,7 +112,8 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const siz
             for (int k = 0; k < n->num_inputs; k++) uses_here += n->inputs[k] == a;
             if (a >= 0 && o >= 0 && in_arena[a] && in_arena[o] && offsets[a] >= 0 && !handed_over[a] &&
                 remaining[a] == uses_here &&
-                align_up(value_bytes[a]) == align_up(value_bytes[o]))
+                tensor_numel(&shapes[a]) == tensor_numel(&shapes[o]) &&
+                cinfer_dtype_size(shapes[a].dtype) == cinfer_dtype_size(shapes[o].dtype))
                 reuse_from = a;
         }
         for (int k = 0; k < n->num_outputs; k++) {
@@ -117,12 +124,12 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const siz
                 handed_over[reuse_from] = true;
                 continue;
             }
-            offsets[o] = (int64_t)list_alloc(&fl, align_up(value_bytes[o] ? value_bytes[o] : 1));
+            offsets[o] = (int64_t)list_alloc(&fl, block_size(&shapes[o]));
         }
         for (int k = 0; k < n->num_inputs; k++) {
             int a = n->inputs[k];
             if (a < 0 || --remaining[a] > 0 || !in_arena[a]) continue;
-            if (offsets[a] >= 0 && !handed_over[a] && !list_free(&fl, (size_t)offsets[a], align_up(value_bytes[a] ? value_bytes[a] : 1))) {
+            if (offsets[a] >= 0 && !handed_over[a] && !list_free(&fl, (size_t)offsets[a], block_size(&shapes[a]))) {
                 st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
                 goto done;
             }
@@ -131,7 +138,7 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const siz
         for (int k = 0; k < n->num_outputs; k++) {
             int o = n->outputs[k];
             if (o >= 0 && in_arena[o] && remaining[o] == 0 && offsets[o] >= 0 &&
-                !list_free(&fl, (size_t)offsets[o], align_up(value_bytes[o] ? value_bytes[o] : 1))) {
+                !list_free(&fl, (size_t)offsets[o], block_size(&shapes[o]))) {
                 st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
                 goto done;
             }

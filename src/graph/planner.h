@@ -8,12 +8,12 @@
 
 /* Assigns arena offsets to the outputs of the nodes that run.
  *   node_runs[i]     node i executes on the backend (host-evaluated and folded nodes do not)
- *   value_bytes[v]   size of value v at this plan's shapes
+ *   shapes[v]        dtype and dims of value v at this plan's shapes (data ignored)
  *   in_arena[v]      value v lives in the arena (false for model inputs, outputs, constants, host values)
  * A value's block is freed after its last consumer ran; a node whose schema allows it writes output 0
  * over input 0 when that input dies at the node and has the same size. Model inputs and outputs are never
  * in the arena, so never reused. Writes offsets[v] (-1 when not in the arena) and the arena size. */
-cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const size_t *value_bytes, const bool *in_arena,
+cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
                                 int64_t *offsets, size_t *arena_bytes);
 
 #endif

@@ -291,9 +291,10 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
         if (!np->op_type || !np->op_type[0]) return core_error(CINFER_ERR_INVALID_MODEL, "node %zu has no op_type", i);
-        int ins[64], outs[64];
-        if (np->n_input > 64 || np->n_output > 64)
-            return core_error(CINFER_ERR_UNSUPPORTED, "node %zu (%s): more than 64 inputs or outputs", i, np->op_type);
+        int ins[GRAPH_MAX_NODE_IO], outs[GRAPH_MAX_NODE_IO];
+        if (np->n_input > GRAPH_MAX_NODE_IO || np->n_output > GRAPH_MAX_NODE_IO)
+            return core_error(CINFER_ERR_UNSUPPORTED, "node %zu (%s): %zu inputs and %zu outputs, at most %d each are supported",
+                              i, np->op_type, np->n_input, np->n_output, GRAPH_MAX_NODE_IO);
         for (size_t k = 0; k < np->n_input; k++) {
             ins[k] = -1;
             if (np->input[k] && np->input[k][0]) {

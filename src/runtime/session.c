@@ -201,7 +201,6 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
     const graph *g = s->model->graph;
     int nv = g->num_values;
     plan *p = calloc(1, sizeof *p);
-    size_t *bytes = NULL;
     bool *in_arena = NULL;
     cinfer_status st = CINFER_OK;
     if (!p) {
@@ -214,9 +213,8 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
     p->offsets = calloc((size_t)(nv ? nv : 1), sizeof(int64_t));
     p->host_owned = calloc((size_t)(nv ? nv : 1), sizeof(void *));
     p->node_runs = calloc((size_t)(g->num_nodes ? g->num_nodes : 1), sizeof(bool));
-    bytes = calloc((size_t)(nv ? nv : 1), sizeof(size_t));
     in_arena = calloc((size_t)(nv ? nv : 1), sizeof(bool));
-    if (!p->values || !p->offsets || !p->host_owned || !p->node_runs || !bytes || !in_arena) {
+    if (!p->values || !p->offsets || !p->host_owned || !p->node_runs || !in_arena) {
         st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning");
         goto fail;
     }
@@ -243,7 +241,7 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
     /* shapes, in order; shape subgraphs evaluated on the host as we go */
     for (int i = 0; i < g->num_nodes; i++) {
         const graph_node *n = &g->nodes[i];
-        tensor in[64], outs[64];
+        tensor in[GRAPH_MAX_NODE_IO], outs[GRAPH_MAX_NODE_IO];
         for (int k = 0; k < n->num_inputs; k++) {
             if (n->inputs[k] < 0) memset(&in[k], 0, sizeof in[k]);
             else in[k] = p->values[n->inputs[k]];
@@ -298,22 +296,19 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
         for (int k = 0; k < n->num_outputs; k++) {
             int v = n->outputs[k];
             if (v < 0) continue;
-            bytes[v] = tensor_nbytes(&p->values[v]);
             in_arena[v] = !g->values[v].is_output;
         }
     }
-    st = graph_plan_memory(g, p->node_runs, bytes, in_arena, p->offsets, &p->arena_bytes);
+    st = graph_plan_memory(g, p->node_runs, p->values, in_arena, p->offsets, &p->arena_bytes);
     if (st != CINFER_OK) goto fail;
     st = s->backend->iface->alloc(s->backend, p->arena_bytes, &p->arena);
     if (st != CINFER_OK) goto fail;
     for (int v = 0; v < nv; v++)
         if (p->offsets[v] >= 0) p->values[v].data = (char *)p->arena + p->offsets[v];
-    free(bytes);
     free(in_arena);
     *out = p;
     return CINFER_OK;
 fail:
-    free(bytes);
     free(in_arena);
     plan_free(s, p);
     return st;
@@ -443,7 +438,7 @@ cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *i
     for (int i = 0; i < g->num_nodes; i++) {
         if (!p->node_runs[i]) continue;
         const graph_node *n = &g->nodes[i];
-        tensor in[64], out[64];
+        tensor in[GRAPH_MAX_NODE_IO], out[GRAPH_MAX_NODE_IO];
         for (int k = 0; k < n->num_inputs; k++) {
             if (n->inputs[k] < 0) memset(&in[k], 0, sizeof in[k]);
             else in[k] = p->values[n->inputs[k]];

@@ -92,6 +92,9 @@ def run_case(lib, case):
         out_names = [o.name for o in model.graph.output]
         in_names = [i.name for i in model.graph.input]
         for inputs, outputs in case.data_sets:
+            # numpy scalars (np.float32(3)) are 0-d tensors
+            inputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in inputs]
+            outputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in outputs]
             if any(not isinstance(x, np.ndarray) for x in list(inputs) + list(outputs)):
                 return "unsupported", "non-tensor test data"
             feeds = dict(zip(in_names, inputs))

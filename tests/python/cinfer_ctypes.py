@@ -15,6 +15,11 @@ NP_TO_DTYPE = {
     np.dtype(np.int16): 5, np.dtype(np.int32): 6, np.dtype(np.int64): 7, np.dtype(np.bool_): 9,
     np.dtype(np.float16): 10, np.dtype(np.float64): 11, np.dtype(np.uint32): 12, np.dtype(np.uint64): 13,
 }
+try:  # onnx depends on ml_dtypes, which gives numpy a bfloat16
+    import ml_dtypes
+    NP_TO_DTYPE[np.dtype(ml_dtypes.bfloat16)] = 16
+except ImportError:
+    pass
 DTYPE_TO_NP = {v: k for k, v in NP_TO_DTYPE.items()}
 STATUS_UNSUPPORTED = 3
 

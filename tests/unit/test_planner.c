@@ -35,16 +35,16 @@ static graph *make_chain(int length, const op_schema *schema) {
 static void test_chain(const op_schema *schema, size_t expected_arena) {
     graph *g = make_chain(6, schema);
     bool runs[6];
-    size_t bytes[7];
+    tensor shapes[7];
     bool in_arena[7];
     int64_t offsets[7];
     for (int i = 0; i < 6; i++) runs[i] = true;
     for (int v = 0; v < 7; v++) {
-        bytes[v] = 1000;
+        shapes[v] = (tensor){.dtype = CINFER_DTYPE_UINT8, .ndim = 1, .dims = {1000}};
         in_arena[v] = v != 0 && v != 6; /* input and output live outside */
     }
     size_t arena = 0;
-    CHECK(graph_plan_memory(g, runs, bytes, in_arena, offsets, &arena) == CINFER_OK);
+    CHECK(graph_plan_memory(g, runs, shapes, in_arena, offsets, &arena) == CINFER_OK);
     CHECK(arena == expected_arena);
     CHECK(offsets[0] == -1 && offsets[6] == -1);
     for (int v = 1; v < 6; v++) CHECK(offsets[v] >= 0 && offsets[v] % PLANNER_ALIGNMENT == 0);
@@ -75,12 +75,14 @@ static void test_random_dag(int num_nodes) {
     int nv = g->num_values;
     bool *runs = calloc((size_t)num_nodes, sizeof(bool)), *in_arena = calloc((size_t)nv, sizeof(bool));
     size_t *bytes = calloc((size_t)nv, sizeof(size_t));
+    tensor *shapes = calloc((size_t)nv, sizeof(tensor));
     int64_t *offsets = calloc((size_t)nv, sizeof(int64_t));
     int *start = calloc((size_t)nv, sizeof(int)), *end = calloc((size_t)nv, sizeof(int));
     for (int i = 0; i < num_nodes; i++) runs[i] = true;
     size_t total = 0;
     for (int v = 0; v < nv; v++) {
         bytes[v] = 1 + next_random() % 5000;
+        shapes[v] = (tensor){.dtype = CINFER_DTYPE_UINT8, .ndim = 1, .dims = {(int64_t)bytes[v]}};
         in_arena[v] = v != 0 && !g->values[v].is_output;
         if (in_arena[v]) total += bytes[v];
         start[v] = v - 1; /* value v is produced by node v-1 */
@@ -90,7 +92,7 @@ static void test_random_dag(int num_nodes) {
         for (int k = 0; k < g->nodes[i].num_inputs; k++)
             if (end[g->nodes[i].inputs[k]] < i) end[g->nodes[i].inputs[k]] = i;
     size_t arena = 0;
-    CHECK(graph_plan_memory(g, runs, bytes, in_arena, offsets, &arena) == CINFER_OK);
+    CHECK(graph_plan_memory(g, runs, shapes, in_arena, offsets, &arena) == CINFER_OK);
     CHECK(arena < total + (size_t)nv * PLANNER_ALIGNMENT);
     int conflicts = 0;
     for (int u = 1; u < nv; u++)
@@ -104,11 +106,30 @@ static void test_random_dag(int num_nodes) {
             if (!disjoint) conflicts++;
         }
     CHECK(conflicts == 0);
-    free(runs); free(in_arena); free(bytes); free(offsets); free(start); free(end);
+    free(runs); free(in_arena); free(bytes); free(shapes); free(offsets); free(start); free(end);
+    graph_free(g);
+}
+
+/* An in-place op whose output has other element count or size than its input must not take its block:
+ * int32 [1,4] (16 bytes) -> bool [4,4] (16 bytes) would be overwritten while still being read. */
+static void test_inplace_needs_same_layout(void) {
+    graph *g = make_chain(2, &inplace_schema);
+    bool runs[2] = {true, true};
+    tensor shapes[3] = {{.dtype = CINFER_DTYPE_INT32, .ndim = 2, .dims = {1, 4}},
+                        {.dtype = CINFER_DTYPE_INT32, .ndim = 2, .dims = {1, 4}},
+                        {.dtype = CINFER_DTYPE_BOOL, .ndim = 2, .dims = {4, 4}}};
+    bool in_arena[3] = {false, true, true};
+    g->values[2].is_output = false;
+    int64_t offsets[3];
+    size_t arena = 0;
+    CHECK(graph_plan_memory(g, runs, shapes, in_arena, offsets, &arena) == CINFER_OK);
+    CHECK(offsets[1] != offsets[2]);
+    CHECK(arena == 2 * PLANNER_ALIGNMENT);
     graph_free(g);
 }
 
 int main(void) {
+    test_inplace_needs_same_layout();
     test_chain(&plain_schema, 2048);   /* two live 1000-byte blocks (1024 aligned) at a time */
     test_chain(&inplace_schema, 1024); /* every node writes over its input */
     for (int i = 0; i < 50; i++) test_random_dag(10 + i * 4);
