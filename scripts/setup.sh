@@ -5,7 +5,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
+APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libopenblas-openmp-dev
               python3 python3-venv python3-pip)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
