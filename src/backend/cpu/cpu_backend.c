@@ -15,6 +15,28 @@ static const cpu_kernel *const kernel_tables[] = {
 
 static _Thread_local int current_threads = 1;
 
+/* Scratch buffers: each CPU backend owns one; direct calls (constant folding, host shape nodes) share a
+ * thread-local one. cpu_run_node points `current_scratch` at the backend's for the length of a node. */
+typedef struct scratch_buffer {
+    void *data;
+    size_t size;
+} scratch_buffer;
+static _Thread_local scratch_buffer default_scratch;
+static _Thread_local scratch_buffer *current_scratch;
+
+void *cpu_scratch(size_t bytes) {
+    scratch_buffer *sb = current_scratch ? current_scratch : &default_scratch;
+    if (bytes > sb->size) {
+        size_t grown = bytes + bytes / 4; /* some headroom: shapes of later nodes often grow a little */
+        void *p = core_aligned_alloc(grown);
+        if (!p) return NULL;
+        core_aligned_free(sb->data);
+        sb->data = p;
+        sb->size = grown;
+    }
+    return sb->data;
+}
+
 int cpu_num_threads(void) { return current_threads; }
 void cpu_set_num_threads(int n) { current_threads = n > 0 ? n : 1; }
 
@@ -40,10 +62,13 @@ cinfer_status backend_cpu_run_node(const graph_node *n, const tensor *in, int nu
 
 typedef struct cpu_context {
     int threads;
+    scratch_buffer scratch;
 } cpu_context;
 
 static void cpu_free(backend *b) {
     if (!b) return;
+    cpu_context *ctx = b->context;
+    if (ctx) core_aligned_free(ctx->scratch.data);
     free(b->context);
     free(b);
 }
@@ -77,7 +102,10 @@ static cinfer_status cpu_run_node(backend *b, const graph_node *n, const tensor 
     cpu_context *ctx = b->context;
     cpu_set_num_threads(ctx->threads);
     openblas_set_num_threads(ctx->threads);
-    return backend_cpu_run_node(n, in, num_in, out, num_out);
+    current_scratch = &ctx->scratch;
+    cinfer_status st = backend_cpu_run_node(n, in, num_in, out, num_out);
+    current_scratch = NULL;
+    return st;
 }
 
 static const struct backend_i cpu_iface = {

@@ -27,6 +27,12 @@ extern const cpu_kernel cpu_movement_kernels[];
 int cpu_num_threads(void);
 void cpu_set_num_threads(int n);
 
+/* Scratch memory for the running kernel (im2col buffers, transposed copies): valid until the kernel returns,
+ * owned by the session's CPU backend and grown to the largest request, so steady-state runs do not allocate.
+ * Returns NULL when the memory cannot be had (report CINFER_ERR_OUT_OF_MEMORY). One live request per call:
+ * a second call may move the first buffer. */
+void *cpu_scratch(size_t bytes);
+
 /* Error for a dtype the kernel does not implement. */
 cinfer_status cpu_unsupported_dtype(const graph_node *n, cinfer_dtype t);
 
