@@ -44,6 +44,9 @@ extern const op_schema shape_linalg_schemas[];
 extern const op_schema shape_conv_schemas[];
 extern const op_schema shape_reduce_schemas[];
 extern const op_schema shape_movement_schemas[];
+extern const op_schema shape_attention_schemas[];
+extern const op_schema shape_image_schemas[];
+extern const op_schema shape_misc_schemas[];
 
 /* ---- helpers for schema writers (graph/shape/shape_common.c) ---- */
 /* Numpy-style multidirectional broadcast of a and b into out (dims/ndim only). */

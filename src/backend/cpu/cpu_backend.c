@@ -10,7 +10,8 @@
 #include "core/status.h"
 
 static const cpu_kernel *const kernel_tables[] = {
-    cpu_elementwise_kernels, cpu_linalg_kernels, cpu_conv_kernels, cpu_reduce_kernels, cpu_movement_kernels,
+    cpu_elementwise_kernels, cpu_linalg_kernels,    cpu_conv_kernels, cpu_reduce_kernels,
+    cpu_movement_kernels,    cpu_attention_kernels, cpu_image_kernels, cpu_misc_kernels,
 };
 
 static _Thread_local int current_threads = 1;

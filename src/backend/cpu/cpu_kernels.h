@@ -22,6 +22,9 @@ extern const cpu_kernel cpu_linalg_kernels[];
 extern const cpu_kernel cpu_conv_kernels[];
 extern const cpu_kernel cpu_reduce_kernels[];
 extern const cpu_kernel cpu_movement_kernels[];
+extern const cpu_kernel cpu_attention_kernels[];
+extern const cpu_kernel cpu_image_kernels[];
+extern const cpu_kernel cpu_misc_kernels[];
 
 /* Thread count of the running session (set by the CPU backend before each node). */
 int cpu_num_threads(void);

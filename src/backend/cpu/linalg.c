@@ -1,6 +1,337 @@
-/* CPU kernels of the linalg family. */
+/* CPU kernels of the linalg family: MatMul (numpy batching) and Gemm. */
+
+/* float and double go to OpenBLAS, float16/bfloat16 through float32 staging, integers through plain loops
+ * that wrap like numpy. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
 #include "backend/cpu/cpu_kernels.h"
+#include "core/status.h"
+
+/* ---- float staging for float16 / bfloat16 ---- */
+
+static bool is_half(cinfer_dtype t) { return t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16; }
+
+static float *stage_to_float(const tensor *t) {
+    int64_t cnt = tensor_numel(t);
+    float *f = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *f);
+    if (!f) return NULL;
+    const uint16_t *h = t->data;
+    if (t->dtype == CINFER_DTYPE_FLOAT16)
+        for (int64_t i = 0; i < cnt; i++) f[i] = dtype_half_to_float(h[i]);
+    else
+        for (int64_t i = 0; i < cnt; i++) f[i] = dtype_bf16_to_float(h[i]);
+    return f;
+}
+
+static void stage_from_float(tensor *t, const float *f) {
+    int64_t cnt = tensor_numel(t);
+    uint16_t *h = t->data;
+    if (t->dtype == CINFER_DTYPE_FLOAT16)
+        for (int64_t i = 0; i < cnt; i++) h[i] = dtype_float_to_half(f[i]);
+    else
+        for (int64_t i = 0; i < cnt; i++) h[i] = dtype_float_to_bf16(f[i]);
+}
+
+typedef cinfer_status (*kernel_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+
+/* Runs `fn` on float32 copies of the half-precision inputs and output 0, then converts back. */
+static cinfer_status run_staged(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                kernel_fn fn) {
+    tensor sin[3], sout = out[0];
+    float *bufs[4] = {NULL, NULL, NULL, NULL};
+    cinfer_status st = CINFER_OK;
+    if (num_in > 3) num_in = 3;
+    for (int i = 0; i < num_in; i++) {
+        sin[i] = in[i];
+        if (in[i].dtype == CINFER_DTYPE_UNDEFINED) continue;
+        bufs[i] = stage_to_float(&in[i]);
+        if (!bufs[i]) goto oom;
+        sin[i].dtype = CINFER_DTYPE_FLOAT;
+        sin[i].data = bufs[i];
+    }
+    sout.dtype = CINFER_DTYPE_FLOAT;
+    bufs[3] = malloc((size_t)(tensor_numel(&out[0]) > 0 ? tensor_numel(&out[0]) : 1) * sizeof(float));
+    if (!bufs[3]) goto oom;
+    sout.data = bufs[3];
+    st = fn(n, sin, num_in, &sout, num_out > 1 ? 1 : num_out);
+    if (st == CINFER_OK) stage_from_float(&out[0], bufs[3]);
+    for (int i = 0; i < 4; i++) free(bufs[i]);
+    return st;
+oom:
+    for (int i = 0; i < 4; i++) free(bufs[i]);
+    return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate float32 staging buffers", n->op_type,
+                      n->name);
+}
+
+static cinfer_status check_blas_dims(const graph_node *n, int64_t m, int64_t nn, int64_t k) {
+    if (m > INT_MAX || nn > INT_MAX || k > INT_MAX)
+        return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': matrix dims %lldx%lldx%lld exceed the BLAS int range",
+                          n->op_type, n->name, (long long)m, (long long)nn, (long long)k);
+    return CINFER_OK;
+}
+
+/* ---- typed row-major C[m,n] = A[m,k] * B[k,n] ---- */
+
+typedef void (*matmul_fn)(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c);
+
+static void matmul_f32(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c) {
+    if (n == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1.0f, a, (int)k, b, 1, 0.0f, c, 1);
+    else if (m == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)k, (int)n, 1.0f, b, (int)n, a, 1, 0.0f, c, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)n,
+                    0.0f, c, (int)n);
+}
+
+static void matmul_f64(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c) {
+    if (n == 1)
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1.0, a, (int)k, b, 1, 0.0, c, 1);
+    else if (m == 1)
+        cblas_dgemv(CblasRowMajor, CblasTrans, (int)k, (int)n, 1.0, b, (int)n, a, 1, 0.0, c, 1);
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, (int)n, 0.0,
+                    c, (int)n);
+}
+
+/* Small float products, run in parallel over batches (no BLAS call per tiny matrix). */
+static void matmul_f32_small(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c) {
+    for (int64_t i = 0; i < m; i++) {
+        float *cr = c + i * n;
+        for (int64_t j = 0; j < n; j++) cr[j] = 0.0f;
+        for (int64_t p = 0; p < k; p++) {
+            float av = a[i * k + p];
+            const float *br = b + p * n;
+            for (int64_t j = 0; j < n; j++) cr[j] += av * br[j];
+        }
+    }
+}
+
+/* Integers accumulate in the unsigned type of the same width: wraps like numpy, no signed overflow. */
+#define DEFINE_MATMUL_INT(name, T, U)                                                                      \
+    static void name(int64_t m, int64_t n, int64_t k, const void *av, const void *bv, void *cv) {         \
+        const T *a = av, *b = bv;                                                                          \
+        T *c = cv;                                                                                         \
+        for (int64_t i = 0; i < m; i++) {                                                                  \
+            U *cr = (U *)(c + i * n);                                                                      \
+            for (int64_t j = 0; j < n; j++) cr[j] = 0;                                                     \
+            for (int64_t p = 0; p < k; p++) {                                                              \
+                U x = (U)a[i * k + p];                                                                     \
+                const T *br = b + p * n;                                                                   \
+                for (int64_t j = 0; j < n; j++) cr[j] = (U)(cr[j] + (U)(x * (U)br[j]));                   \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+DEFINE_MATMUL_INT(matmul_i8, int8_t, uint8_t)
+DEFINE_MATMUL_INT(matmul_u8, uint8_t, uint8_t)
+DEFINE_MATMUL_INT(matmul_i16, int16_t, uint16_t)
+DEFINE_MATMUL_INT(matmul_u16, uint16_t, uint16_t)
+DEFINE_MATMUL_INT(matmul_i32, int32_t, uint32_t)
+DEFINE_MATMUL_INT(matmul_u32, uint32_t, uint32_t)
+DEFINE_MATMUL_INT(matmul_i64, int64_t, uint64_t)
+DEFINE_MATMUL_INT(matmul_u64, uint64_t, uint64_t)
+
+static matmul_fn matmul_for(cinfer_dtype t) {
+    switch (t) {
+    case CINFER_DTYPE_FLOAT: return matmul_f32;
+    case CINFER_DTYPE_DOUBLE: return matmul_f64;
+    case CINFER_DTYPE_INT8: return matmul_i8;
+    case CINFER_DTYPE_UINT8: return matmul_u8;
+    case CINFER_DTYPE_INT16: return matmul_i16;
+    case CINFER_DTYPE_UINT16: return matmul_u16;
+    case CINFER_DTYPE_INT32: return matmul_i32;
+    case CINFER_DTYPE_UINT32: return matmul_u32;
+    case CINFER_DTYPE_INT64: return matmul_i64;
+    case CINFER_DTYPE_UINT64: return matmul_u64;
+    default: return NULL;
+    }
+}
+
+/* ---- MatMul ---- */
+
+static cinfer_status run_matmul(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    const tensor *a = &in[0], *b = &in[1];
+    tensor *y = &out[0];
+    if (is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_matmul);
+    matmul_fn mm = matmul_for(a->dtype);
+    if (!mm) return cpu_unsupported_dtype(n, a->dtype);
+    if (a->ndim < 1 || b->ndim < 1 || b->dtype != a->dtype)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                          "MatMul node '%s': operands must be tensors of rank >= 1 and one dtype", n->name);
+    size_t es = cinfer_dtype_size(a->dtype);
+    int64_t m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2], k = a->dims[a->ndim - 1];
+    int64_t nn = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
+    int64_t kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    if (kb != k)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MatMul node '%s': inner dimensions differ (%lld vs %lld)",
+                          n->name, (long long)k, (long long)kb);
+    int64_t total = tensor_numel(y);
+    if (total == 0) return CINFER_OK;
+    if (k == 0) {
+        memset(y->data, 0, (size_t)total * es);
+        return CINFER_OK;
+    }
+    int ra = a->ndim > 2 ? a->ndim - 2 : 0, rb = b->ndim > 2 ? b->ndim - 2 : 0;
+    int nb = ra > rb ? ra : rb;
+    int64_t bdims[CINFER_MAX_DIMS], sa[CINFER_MAX_DIMS], sb[CINFER_MAX_DIMS], batch = 1;
+    /* batch strides in whole matrices; 0 where an operand broadcasts */
+    int64_t acc_a = 1, acc_b = 1;
+    for (int d = nb - 1; d >= 0; d--) {
+        int ia = d - (nb - ra), ib = d - (nb - rb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                              "MatMul node '%s': batch dims %lld and %lld do not broadcast", n->name, (long long)da,
+                              (long long)db);
+        bdims[d] = da > db ? da : db;
+        if (da == 0 || db == 0) bdims[d] = 0;
+        sa[d] = da == 1 ? 0 : acc_a;
+        sb[d] = db == 1 ? 0 : acc_b;
+        acc_a *= da;
+        acc_b *= db;
+        batch *= bdims[d];
+    }
+    const char *ap = a->data, *bp = b->data;
+    char *yp = y->data;
+    /* B without batch dims: the batches of A stack into one tall product */
+    if (rb == 0) {
+        CINFER_TRY(check_blas_dims(n, batch * m, nn, k));
+        mm(batch * m, nn, k, ap, bp, yp);
+        return CINFER_OK;
+    }
+    CINFER_TRY(check_blas_dims(n, m, nn, k));
+    int threads = cpu_num_threads();
+    /* many small products: spread over the threads rather than a BLAS call per tiny matrix (when there is
+     * enough work to pay for the fork) */
+    if (a->dtype == CINFER_DTYPE_FLOAT && threads > 1 && batch >= 2 && m * nn * k <= 32768 &&
+        batch * m * nn * k >= ((int64_t)1 << 17)) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t i = 0; i < batch; i++) {
+            int64_t rem = i, oa = 0, ob = 0;
+            for (int d = nb - 1; d >= 0; d--) {
+                int64_t idx = rem % bdims[d];
+                rem /= bdims[d];
+                oa += idx * sa[d];
+                ob += idx * sb[d];
+            }
+            matmul_f32_small(m, nn, k, (const float *)ap + oa * m * k, (const float *)bp + ob * k * nn,
+                             (float *)yp + i * m * nn);
+        }
+        return CINFER_OK;
+    }
+    for (int64_t i = 0; i < batch; i++) {
+        int64_t rem = i, oa = 0, ob = 0;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t idx = rem % bdims[d];
+            rem /= bdims[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        mm(m, nn, k, ap + (size_t)(oa * m * k) * es, bp + (size_t)(ob * k * nn) * es, yp + (size_t)(i * m * nn) * es);
+    }
+    return CINFER_OK;
+}
+
+/* ---- Gemm ---- */
+
+/* Copies C, unidirectionally broadcast, into every row of Y[m, n]. */
+static void gemm_fill_c(const tensor *c, void *y, int64_t m, int64_t nn, size_t es) {
+    int64_t crows = c->ndim == 2 ? c->dims[0] : 1, ccols = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
+    const char *cp = c->data;
+    char *yp = y;
+    for (int64_t i = 0; i < m; i++) {
+        const char *src = cp + (size_t)((crows == 1 ? 0 : i) * ccols) * es;
+        char *dst = yp + (size_t)(i * nn) * es;
+        if (ccols == nn) {
+            memcpy(dst, src, (size_t)nn * es);
+        } else {
+            for (int64_t j = 0; j < nn; j++) memcpy(dst + (size_t)j * es, src, es);
+        }
+    }
+}
+
+#define DEFINE_GEMM_INT(name, T, U)                                                                        \
+    static void name(bool ta, bool tb, int64_t m, int64_t nn, int64_t k, double alpha, const T *a,        \
+                     const T *b, double beta, bool has_c, T *y) {                                          \
+        bool plain = alpha == 1.0 && (!has_c || beta == 1.0);                                              \
+        for (int64_t i = 0; i < m; i++)                                                                    \
+            for (int64_t j = 0; j < nn; j++) {                                                             \
+                U acc = 0;                                                                                 \
+                for (int64_t p = 0; p < k; p++) {                                                          \
+                    U x = (U)(ta ? a[p * m + i] : a[i * k + p]);                                           \
+                    U w = (U)(tb ? b[j * k + p] : b[p * nn + j]);                                          \
+                    acc = (U)(acc + (U)(x * w));                                                           \
+                }                                                                                          \
+                T *dst = &y[i * nn + j];                                                                   \
+                if (plain) *dst = (T)(has_c ? (U)(acc + (U)*dst) : acc);                                   \
+                else *dst = (T)(alpha * (double)(T)acc + (has_c ? beta * (double)*dst : 0.0));            \
+            }                                                                                              \
+    }
+DEFINE_GEMM_INT(gemm_i32, int32_t, uint32_t)
+DEFINE_GEMM_INT(gemm_u32, uint32_t, uint32_t)
+DEFINE_GEMM_INT(gemm_i64, int64_t, uint64_t)
+DEFINE_GEMM_INT(gemm_u64, uint64_t, uint64_t)
+
+static cinfer_status run_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    const tensor *a = &in[0], *b = &in[1];
+    const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
+    tensor *y = &out[0];
+    if (is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
+    if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': A and B must be 2-D", n->name);
+    bool ta = graph_attr_int(n, "transA", 0) != 0, tb = graph_attr_int(n, "transB", 0) != 0;
+    float alpha = graph_attr_float(n, "alpha", 1.0f), beta = graph_attr_float(n, "beta", 1.0f);
+    int64_t m = y->dims[0], nn = y->dims[1], k = ta ? a->dims[0] : a->dims[1];
+    if ((ta ? a->dims[1] : a->dims[0]) != m || (tb ? b->dims[0] : b->dims[1]) != nn ||
+        (tb ? b->dims[1] : b->dims[0]) != k)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': operand shapes do not match the output",
+                          n->name);
+    CINFER_TRY(check_blas_dims(n, m, nn, k));
+    size_t es = cinfer_dtype_size(a->dtype);
+    if (m * nn == 0) return CINFER_OK;
+    bool use_c = c && beta != 0.0f && tensor_numel(c) > 0;
+    if (a->dtype != CINFER_DTYPE_FLOAT && a->dtype != CINFER_DTYPE_DOUBLE && a->dtype != CINFER_DTYPE_INT32 &&
+        a->dtype != CINFER_DTYPE_UINT32 && a->dtype != CINFER_DTYPE_INT64 && a->dtype != CINFER_DTYPE_UINT64)
+        return cpu_unsupported_dtype(n, a->dtype);
+    if (use_c) gemm_fill_c(c, y->data, m, nn, es);
+    int lda = (int)(a->dims[1] > 0 ? a->dims[1] : 1), ldb = (int)(b->dims[1] > 0 ? b->dims[1] : 1);
+    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+    switch (a->dtype) {
+    case CINFER_DTYPE_FLOAT: {
+        float *yp = y->data;
+        if (k == 0) { /* BLAS would leave Y alone: scale C ourselves */
+            for (int64_t i = 0; i < m * nn; i++) yp[i] = use_c ? beta * yp[i] : 0.0f;
+            return CINFER_OK;
+        }
+        cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)nn, (int)k, alpha, a->data, lda, b->data, ldb,
+                    use_c ? beta : 0.0f, yp, (int)nn);
+        return CINFER_OK;
+    }
+    case CINFER_DTYPE_DOUBLE: {
+        double *yp = y->data;
+        if (k == 0) {
+            for (int64_t i = 0; i < m * nn; i++) yp[i] = use_c ? beta * yp[i] : 0.0;
+            return CINFER_OK;
+        }
+        cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)nn, (int)k, alpha, a->data, lda, b->data, ldb,
+                    use_c ? beta : 0.0, yp, (int)nn);
+        return CINFER_OK;
+    }
+    case CINFER_DTYPE_INT32: gemm_i32(ta, tb, m, nn, k, alpha, a->data, b->data, beta, use_c, y->data); break;
+    case CINFER_DTYPE_UINT32: gemm_u32(ta, tb, m, nn, k, alpha, a->data, b->data, beta, use_c, y->data); break;
+    case CINFER_DTYPE_INT64: gemm_i64(ta, tb, m, nn, k, alpha, a->data, b->data, beta, use_c, y->data); break;
+    case CINFER_DTYPE_UINT64: gemm_u64(ta, tb, m, nn, k, alpha, a->data, b->data, beta, use_c, y->data); break;
+    default: return cpu_unsupported_dtype(n, a->dtype);
+    }
+    return CINFER_OK;
+}
 
 const cpu_kernel cpu_linalg_kernels[] = {
+    {"MatMul", run_matmul},
+    {"Gemm", run_gemm},
     {NULL, NULL},
 };

@@ -40,8 +40,9 @@ static cinfer_status infer_matmul(const graph_node *n, const tensor *in, int num
     for (int i = 0; i < bb.ndim; i++) bb.dims[i] = b->dims[i];
     tensor batch = {0};
     if (shape_broadcast(n, &ba, &bb, &batch) != CINFER_OK)
-        return core_error(CINFER_ERR_INVALID_MODEL, "MatMul node '%s': batch dimensions of A %s and B %s cannot be broadcast",
-                          n->name, tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+        return core_error(CINFER_ERR_INVALID_MODEL,
+                          "MatMul node '%s': batch dimensions of A %s and B %s cannot be broadcast", n->name,
+                          tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
     int rank = batch.ndim + (a->ndim > 1) + (b->ndim > 1);
     if (rank > CINFER_MAX_DIMS)
         return core_error(CINFER_ERR_UNSUPPORTED, "MatMul node '%s': result rank %d exceeds %d", n->name, rank,

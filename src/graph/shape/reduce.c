@@ -1,7 +1,283 @@
-/* Op schemas of the reduce family (shape and dtype inference). */
+/* Op schemas of the reduce family: Reduce*, ArgMax/ArgMin, TopK, Softmax-like and normalisation ops. */
+#include <string.h>
+
 #include "core/status.h"
 #include "graph/op_schema.h"
 
+static const cinfer_dtype float_types[] = {CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16,
+                                           CINFER_DTYPE_BFLOAT16, CINFER_DTYPE_UNDEFINED};
+
+static bool present(const tensor *in, int num_in, int i) {
+    return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED;
+}
+
+/* Works out which axes a Reduce* node reduces: the `axes` input when present (ReduceSum from 13, the
+ * others from 18), else the `axes` attribute (older opsets). Empty axes mean all axes, or none with
+ * noop_with_empty_axes. */
+static cinfer_status reduce_axes_mask(const graph_node *n, const tensor *in, int num_in, bool mask[CINFER_MAX_DIMS]) {
+    int rank = in[0].ndim;
+    for (int d = 0; d < CINFER_MAX_DIMS; d++) mask[d] = false;
+    int64_t count = 0;
+    const int64_t *attr = NULL;
+    const tensor *axes = NULL;
+    if (present(in, num_in, 1)) {
+        axes = &in[1];
+        if (!dtype_is_integer(axes->dtype))
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axes input has dtype %s, expected int64",
+                              n->op_type, n->name, cinfer_dtype_name(axes->dtype));
+        if (axes->ndim > 1)
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axes input has rank %d, expected 1",
+                              n->op_type, n->name, axes->ndim);
+        count = tensor_numel(axes);
+        if (count > 0 && !axes->data)
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': the axes input's value is not known",
+                              n->op_type, n->name);
+    } else {
+        size_t c = 0;
+        attr = graph_attr_ints(n, "axes", &c);
+        count = attr ? (int64_t)c : 0;
+    }
+    if (count == 0) {
+        if (!graph_attr_int(n, "noop_with_empty_axes", 0))
+            for (int d = 0; d < rank; d++) mask[d] = true;
+        return CINFER_OK;
+    }
+    for (int64_t k = 0; k < count; k++) {
+        int64_t a = axes ? tensor_get_int(axes, k) : attr[k];
+        int64_t na = a < 0 ? a + rank : a;
+        if (na < 0 || na >= rank)
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axis %lld is out of range for rank %d",
+                              n->op_type, n->name, (long long)a, rank);
+        if (mask[na])
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axis %lld is listed twice",
+                              n->op_type, n->name, (long long)a);
+        mask[na] = true;
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_reduce(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    bool mask[CINFER_MAX_DIMS];
+    CINFER_TRY(reduce_axes_mask(n, in, num_in, mask));
+    bool keep = graph_attr_int(n, "keepdims", 1) != 0;
+    out[0].dtype = in[0].dtype;
+    out[0].ndim = 0;
+    for (int d = 0; d < in[0].ndim; d++) {
+        if (!mask[d]) out[0].dims[out[0].ndim++] = in[0].dims[d];
+        else if (keep) out[0].dims[out[0].ndim++] = 1;
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_arg(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), in[0].ndim, &axis));
+    if (in[0].ndim > 0 && in[0].dims[axis] == 0)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %d has size 0, there is no %s",
+                          n->op_type, n->name, axis, strcmp(n->op_type, "ArgMax") == 0 ? "maximum" : "minimum");
+    bool keep = graph_attr_int(n, "keepdims", 1) != 0;
+    out[0].dtype = CINFER_DTYPE_INT64;
+    out[0].ndim = 0;
+    for (int d = 0; d < in[0].ndim; d++) {
+        if (d != axis) out[0].dims[out[0].ndim++] = in[0].dims[d];
+        else if (keep) out[0].dims[out[0].ndim++] = 1;
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_topk(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    if (in[0].ndim < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "TopK node '%s': X must have rank >= 1, got a scalar", n->name);
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    if (!dtype_is_integer(in[1].dtype) || tensor_numel(&in[1]) != 1 || !in[1].data)
+        return core_error(CINFER_ERR_INVALID_MODEL, "TopK node '%s': K must be a known 1-element int64 tensor",
+                          n->name);
+    int64_t k = tensor_get_int(&in[1], 0);
+    if (k < 0 || k > in[0].dims[axis])
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': K is %lld, expected 0 <= K <= %lld (axis %d)",
+                          n->name, (long long)k, (long long)in[0].dims[axis], axis);
+    shape_copy(&out[0], &in[0]);
+    out[0].dims[axis] = k;
+    if (num_out > 1) {
+        shape_copy(&out[1], &out[0]);
+        out[1].dtype = CINFER_DTYPE_INT64;
+    }
+    return CINFER_OK;
+}
+
+/* Softmax, LogSoftmax, Hardmax: one axis (default -1 from opset 13, 1 before), output as input. */
+static cinfer_status infer_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", n->opset >= 13 ? -1 : 1), in[0].ndim, &axis));
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
+static cinfer_status expect_same_dtype(const graph_node *n, const tensor *in, int i) {
+    if (in[i].dtype != in[0].dtype)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input %d has dtype %s, expected %s like input 0",
+                          n->op_type, n->name, i, cinfer_dtype_name(in[i].dtype), cinfer_dtype_name(in[0].dtype));
+    return CINFER_OK;
+}
+
+/* Checks that `p` broadcasts unidirectionally onto X's dims from `axis` on (numpy rules). */
+static cinfer_status expect_broadcast_to_tail(const graph_node *n, const tensor *x, int axis, const tensor *p,
+                                              const char *what) {
+    int tail = x->ndim - axis;
+    char sx[128], sp[128];
+    for (int d = 0; d < p->ndim; d++) {
+        int xd = x->ndim - p->ndim + d;
+        bool ok = p->dims[d] == 1 || (xd >= 0 && p->dims[d] == x->dims[xd]);
+        /* dims of p beyond the normalised tail must be 1 (the statistics are per row) */
+        if (ok && p->dims[d] != 1 && x->ndim - xd > tail) ok = false;
+        if (!ok)
+            return core_error(CINFER_ERR_INVALID_MODEL,
+                              "%s node '%s': %s has shape %s, which does not broadcast onto the normalised dims of X %s "
+                              "(axis %d)", n->op_type, n->name, what, tensor_shape_str(p, sp, sizeof sp),
+                              tensor_shape_str(x, sx, sizeof sx), axis);
+    }
+    return CINFER_OK;
+}
+
+static cinfer_dtype stash_dtype(const graph_node *n) {
+    int64_t s = graph_attr_int(n, "stash_type", 1);
+    return s == CINFER_DTYPE_BFLOAT16 || s == CINFER_DTYPE_DOUBLE || s == CINFER_DTYPE_FLOAT16 ? (cinfer_dtype)s
+                                                                                                : CINFER_DTYPE_FLOAT;
+}
+
+static cinfer_status infer_layer_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    for (int i = 1; i < 3; i++) {
+        if (!present(in, num_in, i)) continue;
+        CINFER_TRY(expect_same_dtype(n, in, i));
+        CINFER_TRY(expect_broadcast_to_tail(n, &in[0], axis, &in[i], i == 1 ? "Scale" : "B"));
+    }
+    shape_copy(&out[0], &in[0]);
+    for (int k = 1; k < num_out && k < 3; k++) {
+        shape_copy(&out[k], &in[0]);
+        out[k].dtype = stash_dtype(n);
+        for (int d = axis; d < in[0].ndim; d++) out[k].dims[d] = 1;
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_rms_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    CINFER_TRY(expect_same_dtype(n, in, 1));
+    CINFER_TRY(expect_broadcast_to_tail(n, &in[0], axis, &in[1], "scale"));
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
+/* Checks that input i is a 1-D tensor of `len` elements (per-channel or per-group parameters). */
+static cinfer_status expect_vector(const graph_node *n, const tensor *in, int i, int64_t len, const char *what) {
+    CINFER_TRY(expect_same_dtype(n, in, i));
+    if (tensor_numel(&in[i]) != len || in[i].ndim > 1) {
+        char s[128];
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': %s has shape %s, expected [%lld]", n->op_type,
+                          n->name, what, tensor_shape_str(&in[i], s, sizeof s), (long long)len);
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_instance_norm(const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                         int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    if (in[0].ndim < 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input has rank %d, expected >= 2 ([N,C,...])",
+                          n->op_type, n->name, in[0].ndim);
+    CINFER_TRY(expect_vector(n, in, 1, in[0].dims[1], "scale"));
+    CINFER_TRY(expect_vector(n, in, 2, in[0].dims[1], "B"));
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
+static cinfer_status infer_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    if (in[0].ndim < 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input has rank %d, expected >= 2 ([N,C,...])",
+                          n->op_type, n->name, in[0].ndim);
+    int64_t groups = graph_attr_int(n, "num_groups", 0), c = in[0].dims[1];
+    if (groups <= 0 || c % groups != 0)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': num_groups is %lld, expected a positive divisor "
+                          "of the channel count %lld", n->op_type, n->name, (long long)groups, (long long)c);
+    /* opset 18-20: scale and bias per group; from 21: per channel */
+    int64_t len = n->opset >= 21 ? c : groups;
+    CINFER_TRY(expect_vector(n, in, 1, len, "scale"));
+    CINFER_TRY(expect_vector(n, in, 2, len, "bias"));
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
+static cinfer_status infer_mvn(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    size_t count = 0;
+    const int64_t *axes = graph_attr_ints(n, "axes", &count);
+    bool seen[CINFER_MAX_DIMS] = {false};
+    if (!axes && in[0].ndim < 4)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': the default axes [0,2,3] need rank >= 4, got %d",
+                          n->op_type, n->name, in[0].ndim);
+    for (size_t k = 0; axes && k < count; k++) {
+        int a = 0;
+        CINFER_TRY(shape_normalize_axis(n, axes[k], in[0].ndim, &a));
+        if (seen[a])
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axis %lld is listed twice", n->op_type,
+                              n->name, (long long)axes[k]);
+        seen[a] = true;
+    }
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
+static cinfer_status infer_lp_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    int64_t p = graph_attr_int(n, "p", 2);
+    if (p != 1 && p != 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': p is %lld, expected 1 or 2", n->op_type, n->name,
+                          (long long)p);
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
 const op_schema shape_reduce_schemas[] = {
+    {"ReduceSum", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceMean", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceMax", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceMin", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceProd", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceL1", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceL2", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceLogSum", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceLogSumExp", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ReduceSumSquare", infer_reduce, 1u << 1, 0, 1, 2},
+    {"ArgMax", infer_arg, 0, 0, 1, 1},
+    {"ArgMin", infer_arg, 0, 0, 1, 1},
+    {"TopK", infer_topk, 1u << 1, 0, 2, 2},
+    {"Softmax", infer_softmax, 0, OP_FLAG_INPLACE, 1, 1},
+    {"LogSoftmax", infer_softmax, 0, OP_FLAG_INPLACE, 1, 1},
+    {"Hardmax", infer_softmax, 0, 0, 1, 1},
+    {"LayerNormalization", infer_layer_norm, 0, OP_FLAG_INPLACE, 2, 3},
+    {"RMSNormalization", infer_rms_norm, 0, OP_FLAG_INPLACE, 2, 2},
+    {"InstanceNormalization", infer_instance_norm, 0, OP_FLAG_INPLACE, 3, 3},
+    {"GroupNormalization", infer_group_norm, 0, OP_FLAG_INPLACE, 3, 3},
+    {"MeanVarianceNormalization", infer_mvn, 0, 0, 1, 1},
+    {"LpNormalization", infer_lp_norm, 0, OP_FLAG_INPLACE, 1, 1},
     {NULL, NULL, 0, 0, 0, 0},
 };

@@ -1,0 +1,290 @@
+/* CPU kernels of the normalisations: LayerNormalization, RMSNormalization, InstanceNormalization,
+ * GroupNormalization, LpNormalization. Each row's statistics take two passes (mean, then squared
+ * deviations) over data that stays in cache; OpenMP spreads the rows. */
+#include <stdlib.h>
+
+#include "backend/cpu/reduce_family.h"
+
+/* ---- per-row statistics: float uses the vectorised lanes, double plain loops ---- */
+static inline double sum_f64(const double *x, int64_t n) {
+    double s = 0;
+    for (int64_t j = 0; j < n; j++) s += x[j];
+    return s;
+}
+static inline double sumsq_f64(const double *x, int64_t n, double c) {
+    double s = 0;
+    for (int64_t j = 0; j < n; j++) s += (x[j] - c) * (x[j] - c);
+    return s;
+}
+static inline double sum_f32(const float *x, int64_t n) { return cpu_red_sum_f32(x, n); }
+static inline double sumsq_f32(const float *x, int64_t n, float c) { return cpu_red_sumsq_f32(x, n, c); }
+
+/* Mean and 1/sqrt(var + eps) of a row (rms: mean 0, variance = mean of squares). */
+#define DEFINE_ROW_STATS(NAME, T, SUM, SUMSQ)                                                                 \
+    static inline void NAME(const T *x, int64_t n, double eps, bool rms, T *mean, T *inv) {                   \
+        double m = rms ? 0.0 : SUM(x, n) / (double)n;                                                         \
+        double var = SUMSQ(x, n, (T)m) / (double)n;                                                           \
+        *mean = (T)m;                                                                                         \
+        *inv = (T)(1.0 / sqrt(var + eps));                                                                    \
+    }
+DEFINE_ROW_STATS(row_stats_f32, float, sum_f32, sumsq_f32)
+DEFINE_ROW_STATS(row_stats_f64, double, sum_f64, sumsq_f64)
+
+/* Writes one statistic (LayerNormalization's Mean / InvStdDev, dtype from stash_type). */
+static void store_stat(tensor *t, int64_t i, double v) {
+    switch (t->dtype) {
+    case CINFER_DTYPE_FLOAT: ((float *)t->data)[i] = (float)v; break;
+    case CINFER_DTYPE_DOUBLE: ((double *)t->data)[i] = v; break;
+    case CINFER_DTYPE_FLOAT16: ((uint16_t *)t->data)[i] = dtype_float_to_half((float)v); break;
+    case CINFER_DTYPE_BFLOAT16: ((uint16_t *)t->data)[i] = dtype_float_to_bf16((float)v); break;
+    default: break;
+    }
+}
+
+static bool stat_dtype_ok(const tensor *t) {
+    return t->dtype == CINFER_DTYPE_FLOAT || t->dtype == CINFER_DTYPE_DOUBLE || cpu_red_is_half(t->dtype);
+}
+
+/* Returns p laid out per column of the normalised tail x.dims[axis:] (numpy broadcast): p's own data
+ * when it already has that layout, else a new buffer in *owned (freed by the caller). */
+static cinfer_status expand_param(const graph_node *n, const tensor *p, const tensor *x, int axis, size_t esize,
+                                  const void **data, void **owned) {
+    int64_t cols = 1;
+    for (int d = axis; d < x->ndim; d++) cols *= x->dims[d];
+    *owned = NULL;
+    *data = p->data;
+    if (tensor_numel(p) == cols) return CINFER_OK; /* broadcastable with equal size: identical layout */
+    int tail = x->ndim - axis;
+    int64_t pstride[CINFER_MAX_DIMS]; /* per tail dim: stride in p, 0 where broadcast */
+    int64_t s = 1;
+    for (int k = tail - 1; k >= 0; k--) {
+        int pd = p->ndim - (tail - k);
+        int64_t xd = x->dims[axis + k], pdim = pd >= 0 ? p->dims[pd] : 1;
+        if (pdim != 1 && pdim != xd)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter's dim %lld does not broadcast "
+                              "onto %lld", n->op_type, n->name, (long long)pdim, (long long)xd);
+        pstride[k] = pdim == 1 ? 0 : s;
+        s *= pdim;
+    }
+    if (s != tensor_numel(p))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter varies along the rows, not only "
+                          "along the normalised dims", n->op_type, n->name);
+    char *buf = malloc(esize * (size_t)(cols > 0 ? cols : 1));
+    if (!buf) return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': out of memory", n->op_type, n->name);
+    int64_t idx[CINFER_MAX_DIMS] = {0};
+    for (int64_t c = 0; c < cols; c++) {
+        int64_t off = 0;
+        for (int k = 0; k < tail; k++) off += idx[k] * pstride[k];
+        memcpy(buf + (size_t)c * esize, (const char *)p->data + (size_t)off * esize, esize);
+        for (int k = tail - 1; k >= 0; k--) {
+            if (++idx[k] < x->dims[axis + k]) break;
+            idx[k] = 0;
+        }
+    }
+    *owned = buf;
+    *data = buf;
+    return CINFER_OK;
+}
+
+/* y = (x - mean) * inv * scale (+ bias) over a row; y may be x (then one pointer: GCC runs two-pointer
+ * loops scalar when its overlap check fails). */
+#define DEFINE_ROW_APPLY(NAME, T)                                                                             \
+    static inline void NAME(const T *x, T *y, int64_t n, T mean, T inv, const T *scale, const T *bias) {     \
+        if (x == y) {                                                                                         \
+            if (bias)                                                                                         \
+                for (int64_t j = 0; j < n; j++) y[j] = (y[j] - mean) * inv * scale[j] + bias[j];              \
+            else                                                                                              \
+                for (int64_t j = 0; j < n; j++) y[j] = (y[j] - mean) * inv * scale[j];                        \
+        } else {                                                                                              \
+            if (bias)                                                                                         \
+                for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];              \
+            else                                                                                              \
+                for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mean) * inv * scale[j];                        \
+        }                                                                                                     \
+    }                                                                                                         \
+    /* y = (x - mean) * a + b with scalar a, b (one channel segment) */                                       \
+    static inline void NAME##_seg(const T *x, T *y, int64_t n, T mean, T a, T b) {                            \
+        if (x == y)                                                                                           \
+            for (int64_t j = 0; j < n; j++) y[j] = (y[j] - mean) * a + b;                                     \
+        else                                                                                                  \
+            for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mean) * a + b;                                     \
+    }
+DEFINE_ROW_APPLY(row_apply_f32, float)
+DEFINE_ROW_APPLY(row_apply_f64, double)
+
+/* LayerNormalization / RMSNormalization over rows of `cols`. */
+#define DEFINE_LAYER_NORM(NAME, T, STATS, APPLY, CLONES)                                                      \
+    static CLONES void NAME##_row(const T *x, T *y, int64_t cols, const T *scale, const T *bias, double eps,  \
+                                  bool rms, T *mean, T *inv) {                                                \
+        STATS(x, cols, eps, rms, mean, inv);                                                                  \
+        APPLY(x, y, cols, *mean, *inv, scale, bias);                                                          \
+    }                                                                                                         \
+    static void NAME(const T *x, T *y, int64_t rows, int64_t cols, const T *scale, const T *bias, double eps, \
+                     bool rms, tensor *mean_out, tensor *inv_out) {                                           \
+        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(rows * cols > CPU_RED_PAR_MIN && rows > 1)") \
+        for (int64_t r = 0; r < rows; r++) {                                                                  \
+            T mean, inv;                                                                                      \
+            NAME##_row(x + r * cols, y + r * cols, cols, scale, bias, eps, rms, &mean, &inv);                 \
+            if (mean_out) store_stat(mean_out, r, mean);                                                      \
+            if (inv_out) store_stat(inv_out, r, inv);                                                         \
+        }                                                                                                     \
+    }
+DEFINE_LAYER_NORM(layer_norm_f32, float, row_stats_f32, row_apply_f32, CPU_RED_CLONES)
+DEFINE_LAYER_NORM(layer_norm_f64, double, row_stats_f64, row_apply_f64, )
+
+static cinfer_status run_layer_or_rms(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                      bool rms) {
+    cinfer_dtype dt = in[0].dtype;
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    int axis = 0;
+    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    int64_t rows = 1, cols = 1;
+    for (int d = 0; d < in[0].ndim; d++) *(d < axis ? &rows : &cols) *= in[0].dims[d];
+    tensor *mean_out = NULL, *inv_out = NULL;
+    if (!rms && num_out > 1 && out[1].data) mean_out = &out[1];
+    if (!rms && num_out > 2 && out[2].data) inv_out = &out[2];
+    if ((mean_out && (!stat_dtype_ok(mean_out) || tensor_numel(mean_out) != rows)) ||
+        (inv_out && (!stat_dtype_ok(inv_out) || tensor_numel(inv_out) != rows)))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': Mean/InvStdDev outputs must be float tensors "
+                          "of %lld elements", n->op_type, n->name, (long long)rows);
+    if (rows * cols == 0) return CINFER_OK;
+    size_t esize = dt == CINFER_DTYPE_FLOAT ? sizeof(float) : sizeof(double);
+    const void *scale = NULL, *bias = NULL;
+    void *own_scale = NULL, *own_bias = NULL;
+    for (int i = 1; i < 3; i++)
+        if (cpu_red_present(in, num_in, i) && in[i].dtype != dt)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': input %d has dtype %s, expected %s",
+                              n->op_type, n->name, i, cinfer_dtype_name(in[i].dtype), cinfer_dtype_name(dt));
+    if (!cpu_red_present(in, num_in, 1))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': Scale is missing", n->op_type, n->name);
+    CINFER_TRY(expand_param(n, &in[1], &in[0], axis, esize, &scale, &own_scale));
+    if (!rms && cpu_red_present(in, num_in, 2)) {
+        cinfer_status st = expand_param(n, &in[2], &in[0], axis, esize, &bias, &own_bias);
+        if (st != CINFER_OK) {
+            free(own_scale);
+            return st;
+        }
+    }
+    double eps = graph_attr_float(n, "epsilon", 1e-5f);
+    if (dt == CINFER_DTYPE_FLOAT)
+        layer_norm_f32(in[0].data, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
+    else
+        layer_norm_f64(in[0].data, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
+    free(own_scale);
+    free(own_bias);
+    return CINFER_OK;
+}
+
+cinfer_status cpu_run_layer_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_layer_norm);
+    return run_layer_or_rms(n, in, num_in, out, num_out, false);
+}
+
+cinfer_status cpu_run_rms_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_rms_norm);
+    return run_layer_or_rms(n, in, num_in, out, num_out, true);
+}
+
+/* Instance and group normalisation: rows of `cols` = `segs` channel segments of `seg` elements; each
+ * segment has its own scale and bias (param_of(row, segment) picks the index). */
+#define DEFINE_SEG_NORM(NAME, T, STATS, APPLY, CLONES)                                                        \
+    static CLONES void NAME##_row(const T *x, T *y, int64_t segs, int64_t seg, const T *scale, const T *bias, \
+                                  double eps) {                                                               \
+        T mean, inv;                                                                                          \
+        STATS(x, segs * seg, eps, false, &mean, &inv);                                                        \
+        for (int64_t k = 0; k < segs; k++)                                                                    \
+            APPLY(x + k * seg, y + k * seg, seg, mean, inv * scale[k], bias[k]);                              \
+    }                                                                                                         \
+    static void NAME(const T *x, T *y, int64_t rows, int64_t segs, int64_t seg, const T *scale, const T *bias, \
+                     double eps, int64_t groups, bool per_group) {                                            \
+        const int64_t cols = segs * seg;                                                                      \
+        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(rows * cols > CPU_RED_PAR_MIN && rows > 1)") \
+        for (int64_t r = 0; r < rows; r++) {                                                                  \
+            int64_t g = r % groups;                                                                           \
+            if (per_group) {                                                                                  \
+                /* one scale and bias for the whole group: a 1-segment row */                                 \
+                NAME##_row(x + r * cols, y + r * cols, 1, cols, scale + g, bias + g, eps);                    \
+            } else {                                                                                          \
+                NAME##_row(x + r * cols, y + r * cols, segs, seg, scale + g * segs, bias + g * segs, eps);    \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+DEFINE_SEG_NORM(seg_norm_f32, float, row_stats_f32, row_apply_f32_seg, CPU_RED_CLONES)
+DEFINE_SEG_NORM(seg_norm_f64, double, row_stats_f64, row_apply_f64_seg, )
+
+static cinfer_status run_seg_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int64_t groups,
+                                  bool per_group) {
+    cinfer_dtype dt = in[0].dtype;
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    if (in[0].ndim < 2 || num_in < 3)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': expected X of rank >= 2, scale and bias",
+                          n->op_type, n->name);
+    int64_t batch = in[0].dims[0], channels = in[0].dims[1], spatial = 1;
+    for (int d = 2; d < in[0].ndim; d++) spatial *= in[0].dims[d];
+    if (groups <= 0 || channels % groups != 0)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': %lld groups do not divide %lld channels",
+                          n->op_type, n->name, (long long)groups, (long long)channels);
+    int64_t plen = per_group ? groups : channels;
+    for (int i = 1; i < 3; i++)
+        if (!cpu_red_present(in, num_in, i) || in[i].dtype != dt || tensor_numel(&in[i]) != plen)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': input %d must be a %s tensor of %lld "
+                              "elements", n->op_type, n->name, i, cinfer_dtype_name(dt), (long long)plen);
+    double eps = graph_attr_float(n, "epsilon", 1e-5f);
+    int64_t rows = batch * groups, segs = channels / groups;
+    if (rows * segs * spatial == 0) return CINFER_OK;
+    if (dt == CINFER_DTYPE_FLOAT)
+        seg_norm_f32(in[0].data, out[0].data, rows, segs, spatial, in[1].data, in[2].data, eps, groups, per_group);
+    else
+        seg_norm_f64(in[0].data, out[0].data, rows, segs, spatial, in[1].data, in[2].data, eps, groups, per_group);
+    return CINFER_OK;
+}
+
+cinfer_status cpu_run_instance_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_instance_norm);
+    int64_t channels = in[0].ndim >= 2 ? in[0].dims[1] : 0;
+    return run_seg_norm(n, in, num_in, out, channels, false);
+}
+
+cinfer_status cpu_run_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_group_norm);
+    int64_t groups = graph_attr_int(n, "num_groups", 0);
+    return run_seg_norm(n, in, num_in, out, groups, n->opset < 21);
+}
+
+/* LpNormalization: x / ||x||_p along the axis (p 1 or 2), 0 where the norm is 0. */
+#define DEFINE_LP_NORM(NAME, T)                                                                               \
+    static void NAME(const T *x, T *y, int64_t outer, int64_t len, int64_t inner, bool l1) {                  \
+        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)") \
+        for (int64_t t = 0; t < outer * inner; t++) {                                                         \
+            int64_t o = t / inner, i = t % inner;                                                             \
+            const T *xr = x + o * len * inner + i;                                                            \
+            T *yr = y + o * len * inner + i;                                                                  \
+            double s = 0;                                                                                     \
+            for (int64_t j = 0; j < len; j++) {                                                               \
+                double v = xr[j * inner];                                                                     \
+                s += l1 ? fabs(v) : v * v;                                                                    \
+            }                                                                                                 \
+            double norm = l1 ? s : sqrt(s);                                                                   \
+            for (int64_t j = 0; j < len; j++) yr[j * inner] = norm == 0 ? 0 : (T)(xr[j * inner] / norm);      \
+        }                                                                                                     \
+    }
+DEFINE_LP_NORM(lp_norm_f32, float)
+DEFINE_LP_NORM(lp_norm_f64, double)
+
+cinfer_status cpu_run_lp_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    cinfer_dtype dt = in[0].dtype;
+    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_lp_norm);
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    int axis = 0;
+    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    int64_t p = graph_attr_int(n, "p", 2);
+    if (p != 1 && p != 2)
+        return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': p is %lld, only 1 and 2 are supported", n->op_type,
+                          n->name, (long long)p);
+    int64_t outer, len, inner;
+    cpu_red_split(&in[0], axis, &outer, &len, &inner);
+    if (outer * len * inner == 0) return CINFER_OK;
+    if (dt == CINFER_DTYPE_FLOAT) lp_norm_f32(in[0].data, out[0].data, outer, len, inner, p == 1);
+    else lp_norm_f64(in[0].data, out[0].data, outer, len, inner, p == 1);
+    return CINFER_OK;
+}

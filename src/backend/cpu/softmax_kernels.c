@@ -1,0 +1,193 @@
+/* CPU kernels of Softmax, LogSoftmax and Hardmax: numerically stable (the row maximum is subtracted),
+ * a vectorised path for the innermost axis and column tiles for the others. */
+#include "backend/cpu/reduce_family.h"
+
+#define SM_BLK 64
+
+/* Rows along the axis: opset 13 uses one axis; older opsets flatten dims [axis, rank) into the row. */
+static cinfer_status softmax_split(const graph_node *n, const tensor *x, int64_t *outer, int64_t *len,
+                                   int64_t *inner) {
+    int axis = 0;
+    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", n->opset >= 13 ? -1 : 1), x->ndim, &axis));
+    cpu_red_split(x, axis, outer, len, inner);
+    if (n->opset < 13) {
+        *len *= *inner;
+        *inner = 1;
+    }
+    return CINFER_OK;
+}
+
+/* The loops below come in two forms: y == x (in place) through one pointer, else two. GCC guards
+ * two-pointer loops with an overlap check and runs them scalar when the buffers are the same. */
+
+/* y[j] = exp(x[j] - m) */
+static inline void exp_shift_f32(const float *x, float *y, int64_t n, float m) {
+    if (x == y)
+        for (int64_t j = 0; j < n; j++) y[j] = cpu_red_expf(y[j] - m);
+    else
+        for (int64_t j = 0; j < n; j++) y[j] = cpu_red_expf(x[j] - m);
+}
+
+/* y[j] = x[j] - c */
+static inline void sub_f32(const float *x, float *y, int64_t n, float c) {
+    if (x == y)
+        for (int64_t j = 0; j < n; j++) y[j] -= c;
+    else
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] - c;
+}
+
+/* One float row over the innermost axis; y may be x. */
+static CPU_RED_CLONES void softmax_row_f32(const float *x, float *y, int64_t len, bool log_mode) {
+    float m = cpu_red_max_f32(x, len);
+    if (!log_mode) {
+        exp_shift_f32(x, y, len, m);
+        float inv = (float)(1.0 / cpu_red_sum_f32(y, len));
+        for (int64_t j = 0; j < len; j++) y[j] *= inv;
+    } else {
+        /* exponentials go to a scratch block: y may alias x, which the last pass still reads */
+        float tmp[256];
+        double s = 0;
+        for (int64_t b = 0; b < len; b += 256) {
+            int64_t e = b + 256 < len ? 256 : len - b;
+            exp_shift_f32(x + b, tmp, e, m);
+            s += cpu_red_sum_f32(tmp, e);
+        }
+        sub_f32(x, y, len, m + (float)log(s));
+    }
+}
+
+static void softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t len, bool log_mode) {
+#pragma omp parallel for num_threads(cpu_num_threads()) if (rows * len > CPU_RED_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) softmax_row_f32(x + r * len, y + r * len, len, log_mode);
+}
+
+static inline float exp_f32(float v) { return cpu_red_expf(v); }
+static inline double exp_f64(double v) { return exp(v); }
+
+/* The general layout [outer, len, inner]: tiles of up to SM_BLK columns, three passes over the rows. */
+#define DEFINE_SOFTMAX_TILES(NAME, T, EXP, CLONES)                                                            \
+    static CLONES void NAME##_tile(const T *xo, T *yo, int64_t len, int64_t inner, int64_t w, bool log_mode) { \
+        T m[SM_BLK], s[SM_BLK];                                                                               \
+        for (int64_t i = 0; i < w; i++) {                                                                     \
+            m[i] = -INFINITY;                                                                                 \
+            s[i] = 0;                                                                                         \
+        }                                                                                                     \
+        for (int64_t j = 0; j < len; j++)                                                                     \
+            for (int64_t i = 0; i < w; i++) m[i] = xo[j * inner + i] > m[i] ? xo[j * inner + i] : m[i];      \
+        if (!log_mode) {                                                                                      \
+            for (int64_t j = 0; j < len; j++)                                                                 \
+                for (int64_t i = 0; i < w; i++) {                                                             \
+                    T e = EXP(xo[j * inner + i] - m[i]);                                                      \
+                    yo[j * inner + i] = e;                                                                    \
+                    s[i] += e;                                                                                \
+                }                                                                                             \
+            for (int64_t i = 0; i < w; i++) s[i] = 1 / s[i];                                                  \
+            for (int64_t j = 0; j < len; j++)                                                                 \
+                for (int64_t i = 0; i < w; i++) yo[j * inner + i] *= s[i];                                    \
+        } else {                                                                                              \
+            for (int64_t j = 0; j < len; j++)                                                                 \
+                for (int64_t i = 0; i < w; i++) s[i] += EXP(xo[j * inner + i] - m[i]);                        \
+            for (int64_t i = 0; i < w; i++) s[i] = m[i] + (T)log(s[i]);                                       \
+            for (int64_t j = 0; j < len; j++)                                                                 \
+                for (int64_t i = 0; i < w; i++) yo[j * inner + i] = xo[j * inner + i] - s[i];                 \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void NAME(const T *x, T *y, int64_t outer, int64_t len, int64_t inner, bool log_mode) {            \
+        const int64_t nblk = (inner + SM_BLK - 1) / SM_BLK, tiles = outer * nblk;                             \
+        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(outer * len * inner > CPU_RED_PAR_MIN && tiles > 1)") \
+        for (int64_t t = 0; t < tiles; t++) {                                                                 \
+            int64_t o = t / nblk, i0 = (t % nblk) * SM_BLK;                                                   \
+            int64_t w = inner - i0 < SM_BLK ? inner - i0 : SM_BLK;                                            \
+            NAME##_tile(x + o * len * inner + i0, y + o * len * inner + i0, len, inner, w, log_mode);         \
+        }                                                                                                     \
+    }
+DEFINE_SOFTMAX_TILES(softmax_tiles_f32, float, exp_f32, CPU_RED_CLONES)
+DEFINE_SOFTMAX_TILES(softmax_tiles_f64, double, exp_f64, )
+
+static cinfer_status run_softmax_mode(const graph_node *n, const tensor *in, tensor *out, bool log_mode) {
+    int64_t outer, len, inner;
+    CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
+    if (outer * len * inner == 0) return CINFER_OK;
+    if (in[0].dtype == CINFER_DTYPE_FLOAT) {
+        if (inner == 1) softmax_rows_f32(in[0].data, out[0].data, outer, len, log_mode);
+        else softmax_tiles_f32(in[0].data, out[0].data, outer, len, inner, log_mode);
+    } else {
+        softmax_tiles_f64(in[0].data, out[0].data, outer, len, inner, log_mode);
+    }
+    return CINFER_OK;
+}
+
+static inline float bf16_round(float v) { return dtype_bf16_to_float(dtype_float_to_bf16(v)); }
+
+/* bfloat16 Softmax rounded to bfloat16 after every step, as the ONNX reference computes it (x - max, exp,
+ * a running sum, the division): with 8 mantissa bits, a float-internal result is an ulp off in about one
+ * element in ten, far beyond the node tests' rtol of 1e-3. y may be x. */
+static void softmax_bf16_stepwise(const uint16_t *x, uint16_t *y, int64_t outer, int64_t len, int64_t inner) {
+#pragma omp parallel for num_threads(cpu_num_threads()) if (outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)
+    for (int64_t t = 0; t < outer * inner; t++) {
+        int64_t o = t / inner, i = t % inner;
+        const uint16_t *xr = x + o * len * inner + i;
+        uint16_t *yr = y + o * len * inner + i;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < len; j++) {
+            float v = dtype_bf16_to_float(xr[j * inner]);
+            m = v > m ? v : m;
+        }
+        float s = 0;
+        for (int64_t j = 0; j < len; j++) {
+            float e = bf16_round(expf(bf16_round(dtype_bf16_to_float(xr[j * inner]) - m)));
+            yr[j * inner] = dtype_float_to_bf16(e);
+            s = j == 0 ? e : bf16_round(s + e);
+        }
+        for (int64_t j = 0; j < len; j++) yr[j * inner] = dtype_float_to_bf16(dtype_bf16_to_float(yr[j * inner]) / s);
+    }
+}
+
+cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    cinfer_dtype dt = in[0].dtype;
+    if (dt == CINFER_DTYPE_BFLOAT16) {
+        int64_t outer, len, inner;
+        CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
+        if (outer * len * inner > 0) softmax_bf16_stepwise(in[0].data, out[0].data, outer, len, inner);
+        return CINFER_OK;
+    }
+    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_softmax);
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    return run_softmax_mode(n, in, out, false);
+}
+
+cinfer_status cpu_run_log_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    cinfer_dtype dt = in[0].dtype;
+    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_log_softmax);
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    return run_softmax_mode(n, in, out, true);
+}
+
+/* Hardmax: 1 at the first maximum of each row (a NaN counts as the maximum, as numpy's argmax), else 0. */
+#define DEFINE_HARDMAX(NAME, T)                                                                               \
+    static void NAME(const T *x, T *y, int64_t outer, int64_t len, int64_t inner) {                           \
+        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)") \
+        for (int64_t t = 0; t < outer * inner; t++) {                                                         \
+            int64_t o = t / inner, i = t % inner;                                                             \
+            const T *xr = x + o * len * inner + i;                                                            \
+            T *yr = y + o * len * inner + i;                                                                  \
+            int64_t best = 0;                                                                                 \
+            for (int64_t j = 1; j < len && xr[best * inner] == xr[best * inner]; j++)                         \
+                if (xr[j * inner] > xr[best * inner] || xr[j * inner] != xr[j * inner]) best = j;             \
+            for (int64_t j = 0; j < len; j++) yr[j * inner] = j == best ? 1 : 0;                              \
+        }                                                                                                     \
+    }
+DEFINE_HARDMAX(hardmax_f32, float)
+DEFINE_HARDMAX(hardmax_f64, double)
+
+cinfer_status cpu_run_hardmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    cinfer_dtype dt = in[0].dtype;
+    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_hardmax);
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    int64_t outer, len, inner;
+    CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
+    if (outer * len * inner == 0) return CINFER_OK;
+    if (dt == CINFER_DTYPE_FLOAT) hardmax_f32(in[0].data, out[0].data, outer, len, inner);
+    else hardmax_f64(in[0].data, out[0].data, outer, len, inner);
+    return CINFER_OK;
+}
