@@ -67,6 +67,7 @@ typedef struct graph_node {
     int num_attrs;
     graph_attr *attrs;
     const struct op_schema *schema; /* resolved by graph_bind_schemas */
+    int schema_index;               /* position of schema in the registry: backends index kernel tables by it */
     bool host_eval;  /* evaluated on the host while planning (shape subgraph) */
     bool removed;    /* dropped by a pass; graph_compact deletes it */
 } graph_node;

@@ -35,3 +35,11 @@ const op_schema *op_schema_at(size_t index) {
             if (index-- == 0) return s;
     return NULL;
 }
+
+int op_schema_index(const op_schema *schema) {
+    int index = 0;
+    for (size_t f = 0; f < NUM_FAMILIES; f++)
+        for (const op_schema *s = family_tables[f]; s->op_type; s++, index++)
+            if (s == schema) return index;
+    return -1;
+}

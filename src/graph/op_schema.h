@@ -37,6 +37,8 @@ const op_schema *op_schema_find(const char *domain, const char *op_type);
 /* Iterates all schemas: index < op_schema_count(). */
 size_t op_schema_count(void);
 const op_schema *op_schema_at(size_t index);
+/* Position of a schema returned by op_schema_find/op_schema_at; -1 if it is not a registry row. */
+int op_schema_index(const op_schema *schema);
 
 /* Family tables, each ending with a row whose op_type is NULL. */
 extern const op_schema shape_elementwise_schemas[];

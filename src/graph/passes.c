@@ -110,6 +110,7 @@ cinfer_status graph_bind_schemas(graph *g) {
     for (int i = 0; i < g->num_nodes; i++) {
         graph_node *n = &g->nodes[i];
         n->schema = op_schema_find(n->domain, n->op_type);
+        n->schema_index = n->schema ? op_schema_index(n->schema) : -1;
         if (n->schema && backend_cpu_has_op(n->op_type)) {
             const op_schema *s = n->schema;
             if (n->num_inputs < s->min_inputs || (s->max_inputs >= 0 && n->num_inputs > s->max_inputs))
@@ -302,6 +303,34 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
         conv->inputs[2] = nb;
         conv->outputs[0] = bn->outputs[0];
         bn->removed = true;
+        recount_uses(g);
+    }
+    return CINFER_OK;
+}
+
+/* Conv followed by Relu (the Conv output used by nothing else): the Conv applies the Relu itself while its
+ * output is in cache, marked by the internal attribute "cinfer_fused_relu" that every backend's Conv honours. */
+static cinfer_status fuse_conv_relu(graph *g) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *relu = &g->nodes[i];
+        if (relu->removed || strcmp(relu->op_type, "Relu") != 0 || relu->num_inputs != 1 || relu->inputs[0] < 0) continue;
+        int y = relu->inputs[0];
+        const graph_value *yv = &g->values[y];
+        if (yv->producer < 0 || yv->num_consumers != 1 || yv->is_output) continue;
+        graph_node *conv = &g->nodes[yv->producer];
+        if (conv->removed || strcmp(conv->op_type, "Conv") != 0 || graph_node_attr(conv, "cinfer_fused_relu")) continue;
+        graph_attr *attrs = realloc(conv->attrs, sizeof(graph_attr) * (size_t)(conv->num_attrs + 1));
+        if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", conv->name);
+        conv->attrs = attrs;
+        graph_attr *a = &conv->attrs[conv->num_attrs];
+        memset(a, 0, sizeof *a);
+        a->name = strdup("cinfer_fused_relu");
+        if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", conv->name);
+        a->type = ATTR_INT;
+        a->i = 1;
+        conv->num_attrs++;
+        conv->outputs[0] = relu->outputs[0];
+        relu->removed = true;
         recount_uses(g);
     }
     return CINFER_OK;

@@ -1,4 +1,5 @@
 /* The CPU backend: host memory, kernel lookup over the family tables, thread count for OpenMP/OpenBLAS. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "core/status.h"
+#include "graph/op_schema.h"
 
 static const cpu_kernel *const kernel_tables[] = {
     cpu_elementwise_kernels, cpu_linalg_kernels,    cpu_conv_kernels, cpu_reduce_kernels,
@@ -55,8 +57,27 @@ static const cpu_kernel *find_kernel(const char *op_type) {
 
 bool backend_cpu_has_op(const char *op_type) { return find_kernel(op_type) != NULL; }
 
+/* Kernel per schema-registry row, built once, so running a node does not search by name. */
+static const cpu_kernel **kernel_by_schema;
+static size_t num_schemas;
+static pthread_once_t kernel_index_once = PTHREAD_ONCE_INIT;
+
+static void build_kernel_index(void) {
+    size_t count = op_schema_count();
+    const cpu_kernel **table = calloc(count ? count : 1, sizeof *table);
+    if (!table) return; /* lookups fall back to the name search */
+    for (size_t i = 0; i < count; i++) table[i] = find_kernel(op_schema_at(i)->op_type);
+    kernel_by_schema = table;
+    num_schemas = count;
+}
+
 cinfer_status backend_cpu_run_node(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    const cpu_kernel *k = find_kernel(n->op_type);
+    pthread_once(&kernel_index_once, build_kernel_index);
+    const cpu_kernel *k = NULL;
+    if (kernel_by_schema && n->schema_index >= 0 && (size_t)n->schema_index < num_schemas)
+        k = kernel_by_schema[n->schema_index];
+    else
+        k = find_kernel(n->op_type);
     if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CPU kernel", n->op_type, n->name);
     return k->run(n, in, num_in, out, num_out);
 }
