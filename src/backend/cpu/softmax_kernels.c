@@ -143,12 +143,41 @@ static void softmax_bf16_stepwise(const uint16_t *x, uint16_t *y, int64_t outer,
     }
 }
 
+static inline float half_round(float v) { return dtype_half_to_float(dtype_float_to_half(v)); }
+
+/* float16 Softmax as numpy computes it on float16 arrays (the ONNX reference): x - max and exp rounded to
+ * float16, the sum accumulated in float and rounded once (numpy's half reduction), then the division. Rounding
+ * once at the end instead leaves an element in ten or so one float16 ulp off. y may be x. */
+static void softmax_f16_stepwise(const uint16_t *x, uint16_t *y, int64_t outer, int64_t len, int64_t inner) {
+#pragma omp parallel for num_threads(cpu_num_threads()) if (outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)
+    for (int64_t t = 0; t < outer * inner; t++) {
+        int64_t o = t / inner, i = t % inner;
+        const uint16_t *xr = x + o * len * inner + i;
+        uint16_t *yr = y + o * len * inner + i;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < len; j++) {
+            float v = dtype_half_to_float(xr[j * inner]);
+            m = v > m ? v : m;
+        }
+        float s = 0;
+        for (int64_t j = 0; j < len; j++) {
+            float e = half_round(expf(half_round(dtype_half_to_float(xr[j * inner]) - m)));
+            yr[j * inner] = dtype_float_to_half(e);
+            s += e;
+        }
+        s = half_round(s);
+        for (int64_t j = 0; j < len; j++) yr[j * inner] = dtype_float_to_half(dtype_half_to_float(yr[j * inner]) / s);
+    }
+}
+
 cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     cinfer_dtype dt = in[0].dtype;
-    if (dt == CINFER_DTYPE_BFLOAT16) {
+    if (dt == CINFER_DTYPE_BFLOAT16 || dt == CINFER_DTYPE_FLOAT16) {
         int64_t outer, len, inner;
         CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
-        if (outer * len * inner > 0) softmax_bf16_stepwise(in[0].data, out[0].data, outer, len, inner);
+        if (outer * len * inner == 0) return CINFER_OK;
+        if (dt == CINFER_DTYPE_BFLOAT16) softmax_bf16_stepwise(in[0].data, out[0].data, outer, len, inner);
+        else softmax_f16_stepwise(in[0].data, out[0].data, outer, len, inner);
         return CINFER_OK;
     }
     if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_softmax);
