@@ -23,6 +23,8 @@ import time
 import warnings
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
@@ -55,6 +57,15 @@ def has_non_tensor_io(model):
         if vi.type.WhichOneof("value") != "tensor_type":
             return True
     return False
+
+
+def as_array(x):
+    """Test data comes as numpy arrays, numpy scalars (0-d tensors) or TensorProtos (types numpy lacks)."""
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if isinstance(x, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(x)
+    return x
 
 
 def compare(name, expected, actual, rtol, atol):
@@ -92,9 +103,8 @@ def run_case(lib, case):
         out_names = [o.name for o in model.graph.output]
         in_names = [i.name for i in model.graph.input]
         for inputs, outputs in case.data_sets:
-            # numpy scalars (np.float32(3)) are 0-d tensors
-            inputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in inputs]
-            outputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in outputs]
+            inputs = [as_array(x) for x in inputs]
+            outputs = [as_array(x) for x in outputs]
             if any(not isinstance(x, np.ndarray) for x in list(inputs) + list(outputs)):
                 return "unsupported", "non-tensor test data"
             feeds = dict(zip(in_names, inputs))
