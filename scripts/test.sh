@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs test dependencies, builds cinfer (warnings as errors), runs every test suite, then rebuilds the
-# CPU-only engine with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit and model tests again.
+# CPU-only engine with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit, model, ONNX node and
+# CLI tests again under them.
 # Usage: scripts/test.sh            (the README's test command; .ci/run calls it)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,8 +31,8 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCINFER_CUDA=OFF -DCINFER_SAN
 cmake --build build-asan -j"$JOBS"
 stage_end "sanitizer build"
 
-stage "unit + model tests under ASan/UBSan"
-ctest --test-dir build-asan --output-on-failure -L 'unit|model' -j"$JOBS"
+stage "all tests under ASan/UBSan"
+ctest --test-dir build-asan --output-on-failure -j"$JOBS"
 stage_end "sanitizer tests"
 echo
 echo "all tests passed"
