@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs what cinfer needs on Debian 12 (apt packages, the project's Python venv) and builds it.
-# Usage: scripts/setup.sh [--no-build]   Idempotent: skips what is already there.
+# Usage: scripts/setup.sh [--no-build] [--test]   Idempotent: skips what is already there.
+#   --test   also the test-only tools: clang with its fuzzer/sanitizer runtimes and OpenMP (scripts/fuzz.sh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
 APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libopenblas-openmp-dev
               python3 python3-venv python3-pip)
+for arg in "$@"; do
+    [ "$arg" = "--test" ] && APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+done
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,7 +31,7 @@ if [ ! -x .venv/bin/python ] || ! cmp -s requirements.txt .venv/.requirements.st
     cp requirements.txt .venv/.requirements.stamp
 fi
 
-if [ "${1:-}" != "--no-build" ]; then
+if [[ " $* " != *" --no-build "* ]]; then
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
     cmake --build build -j"$(nproc)"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs test dependencies, builds cinfer (warnings as errors), runs every test suite, then rebuilds the
 # CPU-only engine with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit, model, ONNX node and
-# CLI tests again under them.
+# CLI tests again under them, and fuzzes the loader and runtime with libFuzzer.
 # Usage: scripts/test.sh            (the README's test command; .ci/run calls it)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,7 +13,7 @@ stage() { stage_start=$(date +%s); echo; echo "=== $1"; }
 stage_end() { echo "=== $1 took $(( $(date +%s) - stage_start ))s"; }
 
 stage "setup (apt packages, Python venv)"
-scripts/setup.sh --no-build
+scripts/setup.sh --no-build --test
 stage_end "setup"
 
 stage "build (Release, -Werror)"
@@ -34,5 +34,8 @@ stage_end "sanitizer build"
 stage "all tests under ASan/UBSan"
 ctest --test-dir build-asan --output-on-failure -j"$JOBS"
 stage_end "sanitizer tests"
+stage "fuzzing model loading and running (libFuzzer, fixed seed and run count)"
+scripts/fuzz.sh 20000
+stage_end "fuzzing"
 echo
 echo "all tests passed"
