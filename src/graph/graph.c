@@ -1,6 +1,7 @@
 /* Graph IR construction, lookup and attribute accessors. */
 #include "graph/graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,13 @@ int graph_intern_value(graph *g, const char *name) {
     v->ndim = -1;
     v->producer = -1;
     return g->num_values++;
+}
+
+int graph_new_value(graph *g, const char *base) {
+    char name[512];
+    snprintf(name, sizeof name, "%s", base);
+    for (int suffix = 1; graph_find_value(g, name) >= 0; suffix++) snprintf(name, sizeof name, "%s.%d", base, suffix);
+    return graph_intern_value(g, name);
 }
 
 int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,

@@ -93,6 +93,8 @@ void graph_free(graph *g);
 /* Returns the index of the value named `name`, creating an intermediate value if absent. -1 on OOM. */
 int graph_intern_value(graph *g, const char *name);
 int graph_find_value(const graph *g, const char *name);
+/* Creates a new intermediate value named `base` (or base + ".N" when taken, so names stay unique). -1 on OOM. */
+int graph_new_value(graph *g, const char *base);
 /* Appends a node; returns its index or -1 on OOM. inputs/outputs copied. */
 int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,
                    const int *inputs, int num_inputs, const int *outputs, int num_outputs);

@@ -263,9 +263,9 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
         /* new weight and bias values, so a weight shared with another node stays intact */
         char name[512];
         snprintf(name, sizeof name, "%s/bn_folded_weight", conv->name);
-        int nw = graph_intern_value(g, name);
+        int nw = graph_new_value(g, name);
         snprintf(name, sizeof name, "%s/bn_folded_bias", conv->name);
-        int nb = graph_intern_value(g, name);
+        int nb = graph_new_value(g, name);
         if (nw < 0 || nb < 0) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
         W = &g->values[w].constant; /* values may have moved */
         tensor nwt = *W, nbt = {.dtype = CINFER_DTYPE_FLOAT, .ndim = 1, .dims = {cout}};
