@@ -432,7 +432,7 @@ cinfer_status graph_optimize(graph *g) {
     remove_identities(g);
     CINFER_TRY(fold_constants(g));
     CINFER_TRY(fold_conv_batchnorm(g));
-    (void)fuse_conv_relu; /* TEMPORARY: switched on in the commit where the Conv kernels honour the attribute */
+    CINFER_TRY(fuse_conv_relu(g));
     remove_dead_nodes(g);
     graph_compact(g);
     mark_value_needed(g);

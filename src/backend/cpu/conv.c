@@ -1,15 +1,18 @@
 /* CPU kernels of the conv family: Conv, ConvTranspose, BatchNormalization and the pools. */
 
-/* Conv runs im2col + sgemm (X itself for 1x1 convs, a direct loop for depthwise), ConvTranspose sgemm +
- * col2im. All kernels compute in float32; double, float16, bfloat16 (and int8/uint8 for MaxPool) go through
- * float32 staging copies. Spatial ranks 1-3 run as 3-D with leading size-1 dims, so one loop nest serves
- * them all and the innermost loop always walks the last (contiguous) dim. */
+/* Conv runs the direct kernel of conv_direct.c where the shape suits it, else im2col + sgemm (X itself
+ * for 1x1 convs), and a direct loop for depthwise; ConvTranspose runs sgemm + col2im. A Relu the graph
+ * optimiser folded in ("cinfer_fused_relu") is applied while each output block is still in cache. All
+ * kernels compute in float32; double, float16, bfloat16 (and int8/uint8 for MaxPool) go through float32
+ * staging copies. Spatial ranks 1-3 run as 3-D with leading size-1 dims, so one loop nest serves them all
+ * and the innermost loop always walks the last (contiguous) dim. Scratch: one cpu_scratch request per
+ * call (see `scratch`). */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
+#include "backend/cpu/conv_direct.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "core/status.h"
 
@@ -131,6 +134,52 @@ static cinfer_status out_of_memory(const graph_node *n) {
     return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate scratch memory", n->op_type, n->name);
 }
 
+/* ---- scratch memory ---- */
+
+/* Every kernel call makes one cpu_scratch request and carves its regions out of it at 64-byte offsets.
+ * The float32 staging of other dtypes runs the kernel twice: once to size its regions (`measure`), then
+ * for real on the tail of the one request that also holds the staged copies. */
+typedef struct scratch {
+    bool measure; /* record `size` and return before touching any tensor data */
+    size_t size;
+    char *base; /* run on this region (staging took the request); NULL: request one */
+} scratch;
+
+#define SCRATCH_ALIGN ((size_t)64)
+static size_t align_up(size_t bytes) { return (bytes + SCRATCH_ALIGN - 1) & ~(SCRATCH_ALIGN - 1); }
+
+/* Hands out regions of the given sizes (NULL for size 0). Returns true when the kernel must return *st
+ * now: in measure mode (after recording the size) or when the memory cannot be had. */
+static bool scratch_take(const graph_node *n, scratch *sc, const size_t *bytes, void **regions, int count,
+                         cinfer_status *st) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += align_up(bytes[i]);
+    *st = CINFER_OK;
+    if (sc->measure) {
+        sc->size = total;
+        return true;
+    }
+    char *base = sc->base;
+    if (!base && total > 0) {
+        base = cpu_scratch(total);
+        if (!base) {
+            *st = out_of_memory(n);
+            return true;
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        regions[i] = bytes[i] ? base : NULL;
+        base += align_up(bytes[i]);
+    }
+    return false;
+}
+
+/* For kernels without scratch: true (return CINFER_OK) in measure mode. */
+static bool scratch_measuring(scratch *sc) {
+    if (sc->measure) sc->size = 0;
+    return sc->measure;
+}
+
 /* ---- float32 staging for the other dtypes ---- */
 
 static bool staged_dtype(cinfer_dtype t) {
@@ -176,67 +225,78 @@ static void stage_out(tensor *t, const float *f) {
     }
 }
 
-typedef cinfer_status (*kernel_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+/* A float32 kernel body: in measure mode it validates, records its scratch size and returns. */
+typedef cinfer_status (*impl_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                 scratch *sc);
 
 #define STAGE_MAX 8
 
 /* Runs fn with every non-float32 floating (or int8/uint8) input and output replaced by a float32 copy. */
 static cinfer_status run_staged(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
-                                kernel_fn fn) {
+                                impl_fn fn) {
     if (num_in > STAGE_MAX || num_out > STAGE_MAX)
         return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': too many operands to stage", n->op_type, n->name);
     tensor sin[STAGE_MAX], sout[STAGE_MAX];
-    float *ibuf[STAGE_MAX] = {0}, *obuf[STAGE_MAX] = {0};
-    cinfer_status st = CINFER_OK;
+    size_t off_in[STAGE_MAX], off_out[STAGE_MAX], total = 0;
+    /* the staged operands keep their data pointers while measuring (present/absent is all that is read) */
     for (int i = 0; i < num_in; i++) {
         sin[i] = in[i];
+        off_in[i] = SIZE_MAX;
         if (!in[i].data || !staged_dtype(in[i].dtype)) continue;
-        int64_t cnt = tensor_numel(&in[i]);
-        ibuf[i] = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(float));
-        if (!ibuf[i]) goto oom;
-        stage_in(&in[i], ibuf[i]);
+        off_in[i] = total;
+        total += align_up((size_t)tensor_numel(&in[i]) * sizeof(float));
         sin[i].dtype = CINFER_DTYPE_FLOAT;
-        sin[i].data = ibuf[i];
     }
     for (int j = 0; j < num_out; j++) {
         sout[j] = out[j];
+        off_out[j] = SIZE_MAX;
         if (!out[j].data || !staged_dtype(out[j].dtype)) continue;
-        int64_t cnt = tensor_numel(&out[j]);
-        obuf[j] = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(float));
-        if (!obuf[j]) goto oom;
+        off_out[j] = total;
+        total += align_up((size_t)tensor_numel(&out[j]) * sizeof(float));
         sout[j].dtype = CINFER_DTYPE_FLOAT;
-        sout[j].data = obuf[j];
     }
-    st = fn(n, sin, num_in, sout, num_out);
+    scratch sc = {.measure = true, .size = 0, .base = NULL};
+    CINFER_TRY(fn(n, sin, num_in, sout, num_out, &sc));
+    char *base = cpu_scratch(total + sc.size > 0 ? total + sc.size : 1);
+    if (!base) return out_of_memory(n);
+    for (int i = 0; i < num_in; i++)
+        if (off_in[i] != SIZE_MAX) {
+            sin[i].data = base + off_in[i];
+            stage_in(&in[i], sin[i].data);
+        }
+    for (int j = 0; j < num_out; j++)
+        if (off_out[j] != SIZE_MAX) sout[j].data = base + off_out[j];
+    sc = (scratch){.measure = false, .size = sc.size, .base = base + total};
+    cinfer_status st = fn(n, sin, num_in, sout, num_out, &sc);
     if (st == CINFER_OK)
         for (int j = 0; j < num_out; j++)
-            if (obuf[j]) stage_out(&out[j], obuf[j]);
-    for (int i = 0; i < STAGE_MAX; i++) {
-        free(ibuf[i]);
-        free(obuf[i]);
-    }
+            if (off_out[j] != SIZE_MAX) stage_out(&out[j], sout[j].data);
     return st;
-oom:
-    for (int i = 0; i < STAGE_MAX; i++) {
-        free(ibuf[i]);
-        free(obuf[i]);
-    }
-    return out_of_memory(n);
 }
 
 /* Float32 inputs and outputs run directly; the staged dtypes through run_staged; others are refused. */
-static bool needs_staging(const graph_node *n, const tensor *x, kernel_fn fn, const tensor *in, int num_in,
-                          tensor *out, int num_out, cinfer_status *st) {
+static cinfer_status dispatch(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                              impl_fn fn) {
+    const tensor *x = &in[0];
     if (x->dtype == CINFER_DTYPE_FLOAT) {
         bool mixed = false; /* BatchNormalization may mix float types (T1/T2 from opset 15) */
         for (int i = 0; i < num_in; i++) mixed |= in[i].data && staged_dtype(in[i].dtype);
         for (int j = 0; j < num_out; j++) mixed |= out[j].data && staged_dtype(out[j].dtype);
-        if (!mixed) return false;
-        *st = run_staged(n, in, num_in, out, num_out, fn);
-        return true;
+        if (!mixed) {
+            scratch sc = {.measure = false, .size = 0, .base = NULL};
+            return fn(n, in, num_in, out, num_out, &sc);
+        }
+        return run_staged(n, in, num_in, out, num_out, fn);
     }
-    *st = staged_dtype(x->dtype) ? run_staged(n, in, num_in, out, num_out, fn) : cpu_unsupported_dtype(n, x->dtype);
-    return true;
+    return staged_dtype(x->dtype) ? run_staged(n, in, num_in, out, num_out, fn) : cpu_unsupported_dtype(n, x->dtype);
+}
+
+/* max(0, .) over `rows` rows of `cols` floats, `ld` apart: the fused Relu of a Conv. */
+static void relu_rows(float *y, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = y + r * ld;
+        for (int64_t i = 0; i < cols; i++) row[i] = row[i] > 0.0f ? row[i] : 0.0f;
+    }
 }
 
 /* Fills each [plane] of y (planes of `size` floats, channel = plane % m) with the bias or zero. */
@@ -369,11 +429,11 @@ static bool depthwise_row_3x3(const float *xc, const float *wm, float *yrow, con
 }
 
 /* One input channel per group (depthwise): direct loop per output plane, row by row so the output row
- * stays in L1 while every tap adds into it. kw_lo/kw_hi: per tap of the last dim, the outputs whose input
- * lies inside the row. */
-static void conv_depthwise(const float *x, const float *w, float *y, int64_t batch, int64_t c_in, int64_t m_out,
-                           const geom *g, const int64_t *kw_lo, const int64_t *kw_hi, const float *zrow,
-                           int threads) {
+ * stays in L1 from its bias through every tap to the fused Relu. kw_lo/kw_hi: per tap of the last dim, the
+ * outputs whose input lies inside the row. */
+static void conv_depthwise(const float *x, const float *w, const float *bias, float *y, int64_t batch, int64_t c_in,
+                           int64_t m_out, const geom *g, const int64_t *kw_lo, const int64_t *kw_hi, const float *zrow,
+                           bool relu, int threads) {
     const int64_t per_group = m_out / c_in;
 #pragma omp parallel for num_threads(threads) schedule(static) \
     if (batch * m_out * g->out_size * g->k_size >= PAR_MIN_WORK)
@@ -381,39 +441,57 @@ static void conv_depthwise(const float *x, const float *w, float *y, int64_t bat
         const int64_t nidx = p / m_out, m = p % m_out, s2 = g->s[2];
         const float *xc = x + (nidx * c_in + m / per_group) * g->in_size;
         const float *wm = w + m * g->k_size;
+        const float bv = bias ? bias[m] : 0.0f;
         float *yc = y + p * g->out_size;
         for (int64_t od = 0; od < g->out[0]; od++)
             for (int64_t oh = 0; oh < g->out[1]; oh++) {
                 float *yrow = yc + (od * g->out[1] + oh) * g->out[2];
-                if (zrow && depthwise_row_3x3(xc, wm, yrow, g, oh, kw_lo, kw_hi, zrow)) continue;
-                for (int64_t kd = 0; kd < g->k[0]; kd++) {
-                    int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0];
-                    if (id < 0 || id >= g->in[0]) continue;
-                    for (int64_t kh = 0; kh < g->k[1]; kh++) {
-                        int64_t ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
-                        if (ih < 0 || ih >= g->in[1]) continue;
-                        const float *xrow = xc + (id * g->in[1] + ih) * g->in[2];
-                        const float *wrow = wm + (kd * g->k[1] + kh) * g->k[2];
-                        for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                            const float wv = wrow[kw];
-                            const float *xs = xrow + kw * g->d[2] - g->pb[2];
-                            const int64_t lo = kw_lo[kw], hi = kw_hi[kw];
-                            if (s2 == 1)
-                                for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xs[ow];
-                            else if (s2 == 2)
-                                for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xs[2 * ow];
-                            else
-                                for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xs[ow * s2];
+                for (int64_t ow = 0; ow < g->out[2]; ow++) yrow[ow] = bv;
+                if (!zrow || !depthwise_row_3x3(xc, wm, yrow, g, oh, kw_lo, kw_hi, zrow))
+                    for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                        int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0];
+                        if (id < 0 || id >= g->in[0]) continue;
+                        for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                            int64_t ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+                            if (ih < 0 || ih >= g->in[1]) continue;
+                            const float *xrow = xc + (id * g->in[1] + ih) * g->in[2];
+                            const float *wrow = wm + (kd * g->k[1] + kh) * g->k[2];
+                            for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                const float wv = wrow[kw];
+                                const float *xs = xrow + kw * g->d[2] - g->pb[2];
+                                const int64_t lo = kw_lo[kw], hi = kw_hi[kw];
+                                if (s2 == 1)
+                                    for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xs[ow];
+                                else if (s2 == 2)
+                                    for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xs[2 * ow];
+                                else
+                                    for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xs[ow * s2];
+                            }
                         }
                     }
-                }
+                if (relu) relu_rows(yrow, 1, g->out[2], 0);
             }
     }
 }
 
-static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    cinfer_status st;
-    if (needs_staging(n, &in[0], run_conv, in, num_in, out, num_out, &st)) return st;
+/* The direct kernel while (stream positions it computes) / (outputs) stays under this: im2col + sgemm
+ * spends about that much more on building and packing the patch matrix. */
+#ifndef CONV_DIRECT_MAX_RATIO
+#define CONV_DIRECT_MAX_RATIO 1.5
+#endif
+/* Each tile of the direct kernel reads all of the group's weights: past about L2 size they would stream
+ * from memory, where sgemm's blocking does better. */
+#ifndef CONV_DIRECT_MAX_WEIGHT_BYTES
+#define CONV_DIRECT_MAX_WEIGHT_BYTES ((int64_t)1 << 20)
+#endif
+/* 1x1 convs without padding or stride need no patch matrix: sgemm reads X itself */
+#ifndef CONV_DIRECT_MAX_RATIO_1X1
+#define CONV_DIRECT_MAX_RATIO_1X1 1.2
+#endif
+
+static cinfer_status conv_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                               scratch *sc) {
+    (void)num_out;
     const tensor *x = &in[0], *w = &in[1];
     const tensor *b = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
@@ -430,54 +508,82 @@ static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in,
     int64_t cg = c / group, mg = m / group, kdim = cg * g.k_size;
     if (mg > INT32_MAX || g.out_size > INT32_MAX || kdim >= INT32_MAX)
         return core_error(CINFER_ERR_UNSUPPORTED, "Conv node '%s': dims exceed the BLAS int range", n->name);
+    const bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0;
     int threads = cpu_num_threads();
     float *yp = y->data;
-    const float *xp = x->data, *wp = w->data;
+    const float *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
     if (batch * m * g.out_size == 0) return CINFER_OK;
+    cinfer_status st;
+    void *reg[3];
     if (cg == 0 || g.in_size == 0) {
-        fill_bias(yp, batch * m, m, g.out_size, b ? b->data : NULL, threads);
+        if (scratch_measuring(sc)) return CINFER_OK;
+        fill_bias(yp, batch * m, m, g.out_size, bp, threads);
+        if (relu) relu_rows(yp, batch * m, g.out_size, g.out_size);
         return CINFER_OK;
     }
     if (cg == 1 && group > 1) {
-        int64_t *kw_range = malloc((size_t)(2 * g.k[2]) * sizeof(int64_t));
-        if (!kw_range) return out_of_memory(n);
+        bool fast3 = g.k[0] == 1 && g.k[1] == 3 && g.k[2] == 3; /* the 3x3 row kernel reads a zero row */
+        size_t bytes[2] = {(size_t)(2 * g.k[2]) * sizeof(int64_t), fast3 ? (size_t)g.in[2] * sizeof(float) : 0};
+        if (scratch_take(n, sc, bytes, reg, 2, &st)) return st;
+        int64_t *kw_range = reg[0];
+        float *zrow = reg[1];
         for (int64_t kw = 0; kw < g.k[2]; kw++)
             valid_range(g.out[2], g.s[2], kw * g.d[2] - g.pb[2], g.in[2], &kw_range[kw], &kw_range[g.k[2] + kw]);
-        float *zrow = calloc((size_t)g.in[2], sizeof(float)); /* stands in for rows in the padding */
-        fill_bias(yp, batch * m, m, g.out_size, b ? b->data : NULL, threads);
-        conv_depthwise(xp, wp, yp, batch, c, m, &g, kw_range, kw_range + g.k[2], zrow, threads);
-        free(zrow);
-        free(kw_range);
+        if (zrow) memset(zrow, 0, bytes[1]);
+        conv_depthwise(xp, wp, bp, yp, batch, c, m, &g, kw_range, kw_range + g.k[2], zrow, relu, threads);
         return CINFER_OK;
     }
     bool pointwise = true;
     for (int i = 0; i < 3; i++)
         pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
-    if (pointwise) { /* X itself is the right-hand matrix */
-        if (b) fill_bias(yp, batch * m, m, g.out_size, b->data, threads);
+    conv_direct dp;
+    double ratio = 0.0;
+    if (mg * kdim * (int64_t)sizeof(float) <= CONV_DIRECT_MAX_WEIGHT_BYTES &&
+        conv_direct_plan(&dp, cg, mg, g.in, g.out, g.k, g.s, g.d, g.pb, &ratio) &&
+        ratio <= (pointwise ? CONV_DIRECT_MAX_RATIO_1X1 : CONV_DIRECT_MAX_RATIO)) {
+        size_t bytes[2] = {conv_direct_input_floats(&dp) * sizeof(float),
+                           conv_direct_offset_count(&dp) * sizeof(int64_t)};
+        if (scratch_take(n, sc, bytes, reg, 2, &st)) return st;
+        float *xs = reg[0];
+        int64_t *toff = reg[1];
+        conv_direct_offsets(&dp, toff);
         for (int64_t ni = 0; ni < batch; ni++)
             for (int64_t gi = 0; gi < group; gi++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)g.out_size, (int)kdim, 1.0f,
-                            wp + gi * mg * kdim, (int)kdim, xp + (ni * c + gi * cg) * g.in_size, (int)g.out_size,
-                            b ? 1.0f : 0.0f, yp + (ni * m + gi * mg) * g.out_size, (int)g.out_size);
+                conv_direct_run(&dp, xp + (ni * c + gi * cg) * g.in_size, wp + gi * mg * kdim, bp ? bp + gi * mg : NULL,
+                                toff, relu, xs, yp + (ni * m + gi * mg) * g.out_size, threads);
+        return CINFER_OK;
+    }
+    if (pointwise) { /* X itself is the right-hand matrix; column blocks keep the fused Relu's pass in cache */
+        if (scratch_measuring(sc)) return CINFER_OK;
+        int64_t nstep = relu ? CONV_BLOCK_FLOATS / mg : g.out_size;
+        if (nstep < 64) nstep = 64;
+        if (b) fill_bias(yp, batch * m, m, g.out_size, bp, threads);
+        for (int64_t ni = 0; ni < batch; ni++)
+            for (int64_t gi = 0; gi < group; gi++)
+                for (int64_t j0 = 0; j0 < g.out_size; j0 += nstep) {
+                    const int64_t nc = g.out_size - j0 < nstep ? g.out_size - j0 : nstep;
+                    float *yb = yp + (ni * m + gi * mg) * g.out_size + j0;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)nc, (int)kdim, 1.0f,
+                                wp + gi * mg * kdim, (int)kdim, xp + (ni * c + gi * cg) * g.in_size + j0,
+                                (int)g.out_size, b ? 1.0f : 0.0f, yb, (int)g.out_size);
+                    if (relu) relu_rows(yb, mg, nc, g.out_size);
+                }
         return CINFER_OK;
     }
     /* The bias rides in the GEMM as one more column of W against a row of ones under the patches, which
      * saves a pass over Y. The patches are built a block of output rows at a time, so that block stays in
-     * cache for the GEMM. Scratch per call: the planner has no scratch API yet. */
+     * cache for the GEMM (and for the fused Relu after it). */
     const int64_t kb = b ? kdim + 1 : kdim, qn = g.out[0] * g.out[1];
     int64_t qstep = CONV_BLOCK_FLOATS / (kb * g.out[2]);
     if (qstep < 1) qstep = 1;
     if (qstep > qn) qstep = qn;
-    float *col = malloc((size_t)kb * (size_t)(qstep * g.out[2]) * sizeof(float));
-    float *wb = b ? malloc((size_t)m * (size_t)kb * sizeof(float)) : NULL;
-    if (!col || (b && !wb)) {
-        free(col);
-        free(wb);
-        return out_of_memory(n);
-    }
+    size_t bytes[3] = {(size_t)kb * (size_t)(qstep * g.out[2]) * sizeof(float),
+                       b ? (size_t)m * (size_t)kb * sizeof(float) : 0,
+                       (size_t)(2 * (g.k[1] + g.k[2])) * sizeof(int64_t)};
+    if (scratch_take(n, sc, bytes, reg, 3, &st)) return st;
+    float *col = reg[0], *wb = reg[1];
+    int64_t *ranges = reg[2];
     if (b) {
-        const float *bp = b->data;
         for (int64_t i = 0; i < m; i++) {
             memcpy(wb + i * kb, wp + i * kdim, (size_t)kdim * sizeof(float));
             wb[i * kb + kdim] = bp[i];
@@ -485,12 +591,6 @@ static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in,
     }
     const float *wm = b ? wb : wp;
     /* per tap: the valid output range along the row (kw) and along the rows (kh) */
-    int64_t *ranges = malloc((size_t)(2 * (g.k[1] + g.k[2])) * sizeof(int64_t));
-    if (!ranges) {
-        free(col);
-        free(wb);
-        return out_of_memory(n);
-    }
     for (int64_t kw = 0; kw < g.k[2]; kw++)
         valid_range(g.out[2], g.s[2], kw * g.d[2] - g.pb[2], g.in[2], &ranges[kw], &ranges[g.k[2] + kw]);
     for (int64_t kh = 0; kh < g.k[1]; kh++)
@@ -500,17 +600,19 @@ static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in,
         for (int64_t gi = 0; gi < group; gi++)
             for (int64_t q0 = 0; q0 < qn; q0 += qstep) {
                 const int64_t q1 = q0 + qstep < qn ? q0 + qstep : qn, ncols = (q1 - q0) * g.out[2];
+                float *yb = yp + (ni * m + gi * mg) * g.out_size + q0 * g.out[2];
                 im2col(xp + (ni * c + gi * cg) * g.in_size, cg, &g, ranges, q0, q1, col, threads);
                 if (b)
                     for (int64_t i = 0; i < ncols; i++) col[kdim * ncols + i] = 1.0f;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)ncols, (int)kb, 1.0f,
-                            wm + gi * mg * kb, (int)kb, col, (int)ncols, 0.0f,
-                            yp + (ni * m + gi * mg) * g.out_size + q0 * g.out[2], (int)g.out_size);
+                            wm + gi * mg * kb, (int)kb, col, (int)ncols, 0.0f, yb, (int)g.out_size);
+                if (relu) relu_rows(yb, mg, ncols, g.out_size);
             }
-    free(ranges);
-    free(col);
-    free(wb);
     return CINFER_OK;
+}
+
+static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return dispatch(n, in, num_in, out, num_out, conv_impl);
 }
 
 /* ---- ConvTranspose ---- */
@@ -542,9 +644,9 @@ static void col2im(const float *col, int64_t channels, const geom *g, float *y, 
     }
 }
 
-static cinfer_status run_conv_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    cinfer_status st;
-    if (needs_staging(n, &in[0], run_conv_transpose, in, num_in, out, num_out, &st)) return st;
+static cinfer_status conv_transpose_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                         scratch *sc) {
+    (void)num_out;
     const tensor *x = &in[0], *w = &in[1];
     const tensor *b = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
@@ -566,10 +668,14 @@ static cinfer_status run_conv_transpose(const graph_node *n, const tensor *in, i
     float *yp = y->data;
     const float *xp = x->data, *wp = w->data;
     if (batch * m * g.out_size == 0) return CINFER_OK;
+    const bool gemm = cg > 0 && g.in_size > 0 && rows > 0;
+    size_t bytes = gemm ? (size_t)rows * (size_t)g.in_size * sizeof(float) : 0;
+    void *reg;
+    cinfer_status st;
+    if (scratch_take(n, sc, &bytes, &reg, 1, &st)) return st;
     fill_bias(yp, batch * m, m, g.out_size, b ? b->data : NULL, threads);
-    if (cg == 0 || g.in_size == 0 || rows == 0) return CINFER_OK;
-    float *col = malloc((size_t)rows * (size_t)g.in_size * sizeof(float)); /* per call: no planner scratch yet */
-    if (!col) return out_of_memory(n);
+    if (!gemm) return CINFER_OK;
+    float *col = reg;
     for (int64_t ni = 0; ni < batch; ni++)
         for (int64_t gi = 0; gi < group; gi++) {
             /* col[(m, k), i] = sum_c W[c, (m, k)] * X[c, i] */
@@ -578,15 +684,17 @@ static cinfer_status run_conv_transpose(const graph_node *n, const tensor *in, i
                         (int)g.in_size);
             col2im(col, mg, &g, yp + (ni * m + gi * mg) * g.out_size, threads);
         }
-    free(col);
     return CINFER_OK;
+}
+
+static cinfer_status run_conv_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return dispatch(n, in, num_in, out, num_out, conv_transpose_impl);
 }
 
 /* ---- BatchNormalization ---- */
 
-static cinfer_status run_batchnorm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    cinfer_status st;
-    if (needs_staging(n, &in[0], run_batchnorm, in, num_in, out, num_out, &st)) return st;
+static cinfer_status batchnorm_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                    scratch *sc) {
     const tensor *x = &in[0];
     if (num_in < 5 || x->ndim < 2)
         return core_error(CINFER_ERR_INVALID_ARGUMENT,
@@ -611,6 +719,13 @@ static cinfer_status run_batchnorm(const graph_node *n, const tensor *in, int nu
     const float *xp = x->data;
     float *yp = out[0].data;
     int threads = cpu_num_threads();
+    double momentum = graph_attr_float(n, "momentum", 0.9f);
+    float *run_mean = num_out > 1 ? out[1].data : NULL, *run_var = num_out > 2 ? out[2].data : NULL;
+    if (training && ((run_mean && tensor_numel(&out[1]) != c) || (run_var && tensor_numel(&out[2]) != c)))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                          "BatchNormalization node '%s': running mean/var outputs must hold %lld values", n->name,
+                          (long long)c);
+    if (scratch_measuring(sc)) return CINFER_OK;
     if (!training) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (total >= PAR_MIN_WORK)
         for (int64_t p = 0; p < batch * c; p++) {
@@ -624,12 +739,6 @@ static cinfer_status run_batchnorm(const graph_node *n, const tensor *in, int nu
         return CINFER_OK;
     }
     /* training mode: normalise with the batch statistics, update the running ones */
-    double momentum = graph_attr_float(n, "momentum", 0.9f);
-    float *run_mean = num_out > 1 ? out[1].data : NULL, *run_var = num_out > 2 ? out[2].data : NULL;
-    if ((run_mean && tensor_numel(&out[1]) != c) || (run_var && tensor_numel(&out[2]) != c))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT,
-                          "BatchNormalization node '%s': running mean/var outputs must hold %lld values", n->name,
-                          (long long)c);
 #pragma omp parallel for num_threads(threads) schedule(static) if (total >= PAR_MIN_WORK)
     for (int64_t ch = 0; ch < c; ch++) {
         double sum = 0.0, sq = 0.0, cnt = (double)(batch * size);
@@ -655,6 +764,10 @@ static cinfer_status run_batchnorm(const graph_node *n, const tensor *in, int nu
     return CINFER_OK;
 }
 
+static cinfer_status run_batchnorm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return dispatch(n, in, num_in, out, num_out, batchnorm_impl);
+}
+
 /* ---- MaxPool, AveragePool, LpPool ---- */
 
 enum { POOL_MAX, POOL_AVG, POOL_LP };
@@ -664,14 +777,15 @@ enum { POOL_MAX, POOL_AVG, POOL_LP };
 typedef struct pool_taps {
     int64_t *first[3], *valid[3], *padded[3];
     int64_t *kw_lo, *kw_hi;
-    int64_t *buf;
 } pool_taps;
 
-static bool pool_taps_init(pool_taps *t, const geom *g) {
-    int64_t total = g->out[0] + g->out[1] + g->out[2];
-    t->buf = malloc((size_t)(3 * total + 2 * g->k[2]) * sizeof(int64_t));
-    if (!t->buf) return false;
-    int64_t *p = t->buf;
+static size_t pool_taps_bytes(const geom *g) {
+    return (size_t)(3 * (g->out[0] + g->out[1] + g->out[2]) + 2 * g->k[2]) * sizeof(int64_t);
+}
+
+/* buf: pool_taps_bytes(g) of scratch */
+static void pool_taps_init(pool_taps *t, const geom *g, int64_t *buf) {
+    int64_t *p = buf;
     for (int i = 0; i < 3; i++) {
         t->first[i] = p;
         t->valid[i] = p + g->out[i];
@@ -690,7 +804,6 @@ static bool pool_taps_init(pool_taps *t, const geom *g) {
     t->kw_hi = p + g->k[2];
     for (int64_t kw = 0; kw < g->k[2]; kw++)
         valid_range(g->out[2], g->s[2], kw * g->d[2] - g->pb[2], g->in[2], &t->kw_lo[kw], &t->kw_hi[kw]);
-    return true;
 }
 
 #define POOL_MAXOP(a, b) ((a) > (b) ? (a) : (b))
@@ -850,10 +963,9 @@ static void maxpool_plane_indices(const float *xc, float *yc, int64_t *ic, int64
             }
 }
 
-static cinfer_status run_pool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out, int kind,
-                              kernel_fn self) {
-    cinfer_status st;
-    if (needs_staging(n, &in[0], self, in, num_in, out, num_out, &st)) return st;
+static cinfer_status pool_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out, int kind,
+                               scratch *sc) {
+    (void)num_in;
     const tensor *x = &in[0];
     tensor *y = &out[0];
     bool dil = kind == POOL_MAX || (kind == POOL_AVG && n->opset >= 19) || (kind == POOL_LP && n->opset >= 18);
@@ -871,9 +983,15 @@ static cinfer_status run_pool(const graph_node *n, const tensor *in, int num_in,
     int64_t p = graph_attr_int(n, "p", 2);
     int64_t planes = x->dims[0] * x->dims[1];
     if (planes * g.out_size == 0) return CINFER_OK;
+    /* the tap tables, and for AveragePool a zero row that stands in for missing rows */
+    size_t bytes[2] = {pool_taps_bytes(&g), kind == POOL_AVG ? (size_t)g.in[2] * sizeof(float) : 0};
+    void *reg[2];
+    cinfer_status st;
+    if (scratch_take(n, sc, bytes, reg, 2, &st)) return st;
     pool_taps t;
-    if (!pool_taps_init(&t, &g)) return out_of_memory(n);
-    float *zrow = kind == POOL_AVG ? calloc((size_t)g.in[2], sizeof(float)) : NULL; /* stands in for missing rows */
+    pool_taps_init(&t, &g, reg[0]);
+    float *zrow = reg[1];
+    if (zrow) memset(zrow, 0, bytes[1]);
     const float *xp = x->data;
     float *yp = y->data;
     int threads = cpu_num_threads();
@@ -893,21 +1011,31 @@ static cinfer_status run_pool(const graph_node *n, const tensor *in, int num_in,
                     pool_row(xc, yrow, &g, &t, od, oh, kind, include_pad, p);
             }
     }
-    free(t.buf);
-    free(zrow);
     return CINFER_OK;
 }
 
-static cinfer_status run_maxpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    return run_pool(n, in, num_in, out, num_out, POOL_MAX, run_maxpool);
+static cinfer_status maxpool_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                  scratch *sc) {
+    return pool_impl(n, in, num_in, out, num_out, POOL_MAX, sc);
 }
-static cinfer_status run_avgpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    return run_pool(n, in, num_in, out, num_out, POOL_AVG, run_avgpool);
+static cinfer_status avgpool_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                  scratch *sc) {
+    return pool_impl(n, in, num_in, out, num_out, POOL_AVG, sc);
 }
-static cinfer_status run_lppool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+static cinfer_status lppool_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                 scratch *sc) {
     if (graph_attr_int(n, "p", 2) < 1)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "LpPool node '%s': p must be >= 1", n->name);
-    return run_pool(n, in, num_in, out, num_out, POOL_LP, run_lppool);
+    return pool_impl(n, in, num_in, out, num_out, POOL_LP, sc);
+}
+static cinfer_status run_maxpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return dispatch(n, in, num_in, out, num_out, maxpool_impl);
+}
+static cinfer_status run_avgpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return dispatch(n, in, num_in, out, num_out, avgpool_impl);
+}
+static cinfer_status run_lppool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return dispatch(n, in, num_in, out, num_out, lppool_impl);
 }
 
 /* ---- global pools ---- */
@@ -949,10 +1077,7 @@ static double plane_sum(const float *x, int64_t size, bool squares) {
     return s;
 }
 
-static cinfer_status run_global_pool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
-                                     int kind, kernel_fn self) {
-    cinfer_status st;
-    if (needs_staging(n, &in[0], self, in, num_in, out, num_out, &st)) return st;
+static cinfer_status global_pool_impl(const graph_node *n, const tensor *in, int kind, tensor *out, scratch *sc) {
     const tensor *x = &in[0];
     if (x->ndim < 2)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': X must have rank >= 2", n->op_type, n->name);
@@ -964,6 +1089,7 @@ static cinfer_status run_global_pool(const graph_node *n, const tensor *in, int 
     double p = (double)graph_attr_int(n, "p", 2);
     if (kind == POOL_LP && p < 1)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "GlobalLpPool node '%s': p must be >= 1", n->name);
+    if (scratch_measuring(sc)) return CINFER_OK;
     const float *xp = x->data;
     float *yp = out[0].data;
     int threads = cpu_num_threads();
@@ -982,15 +1108,19 @@ static cinfer_status run_global_pool(const graph_node *n, const tensor *in, int 
     return CINFER_OK;
 }
 
-static cinfer_status run_global_avgpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    return run_global_pool(n, in, num_in, out, num_out, POOL_AVG, run_global_avgpool);
-}
-static cinfer_status run_global_maxpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    return run_global_pool(n, in, num_in, out, num_out, POOL_MAX, run_global_maxpool);
-}
-static cinfer_status run_global_lppool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    return run_global_pool(n, in, num_in, out, num_out, POOL_LP, run_global_lppool);
-}
+#define DEFINE_GLOBAL_POOL(name, kind)                                                                       \
+    static cinfer_status name##_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out, \
+                                     scratch *sc) {                                                              \
+        (void)num_in;                                                                                            \
+        (void)num_out;                                                                                           \
+        return global_pool_impl(n, in, kind, out, sc);                                                           \
+    }                                                                                                            \
+    static cinfer_status name(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {     \
+        return dispatch(n, in, num_in, out, num_out, name##_impl);                                               \
+    }
+DEFINE_GLOBAL_POOL(run_global_avgpool, POOL_AVG)
+DEFINE_GLOBAL_POOL(run_global_maxpool, POOL_MAX)
+DEFINE_GLOBAL_POOL(run_global_lppool, POOL_LP)
 
 const cpu_kernel cpu_conv_kernels[] = {
     {"Conv", run_conv},

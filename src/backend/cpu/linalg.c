@@ -3,7 +3,6 @@
 /* float and double go to OpenBLAS, float16/bfloat16 through float32 staging, integers through plain loops
  * that wrap like numpy. */
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -15,16 +14,13 @@
 
 static bool is_half(cinfer_dtype t) { return t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16; }
 
-static float *stage_to_float(const tensor *t) {
+static void stage_to_float(const tensor *t, float *f) {
     int64_t cnt = tensor_numel(t);
-    float *f = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *f);
-    if (!f) return NULL;
     const uint16_t *h = t->data;
     if (t->dtype == CINFER_DTYPE_FLOAT16)
         for (int64_t i = 0; i < cnt; i++) f[i] = dtype_half_to_float(h[i]);
     else
         for (int64_t i = 0; i < cnt; i++) f[i] = dtype_bf16_to_float(h[i]);
-    return f;
 }
 
 static void stage_from_float(tensor *t, const float *f) {
@@ -38,33 +34,38 @@ static void stage_from_float(tensor *t, const float *f) {
 
 typedef cinfer_status (*kernel_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
-/* Runs `fn` on float32 copies of the half-precision inputs and output 0, then converts back. */
+/* 64-byte aligned regions of the one scratch request */
+static size_t align_up(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* Runs `fn` on float32 copies of the half-precision inputs and output 0, then converts back. The copies
+ * share one cpu_scratch request; the float32 kernels request none of their own. */
 static cinfer_status run_staged(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
                                 kernel_fn fn) {
     tensor sin[3], sout = out[0];
-    float *bufs[4] = {NULL, NULL, NULL, NULL};
-    cinfer_status st = CINFER_OK;
+    size_t off[3], total = 0;
     if (num_in > 3) num_in = 3;
+    for (int i = 0; i < num_in; i++) {
+        off[i] = total;
+        if (in[i].dtype != CINFER_DTYPE_UNDEFINED) total += align_up((size_t)tensor_numel(&in[i]) * sizeof(float));
+    }
+    size_t out_off = total;
+    total += align_up((size_t)tensor_numel(&out[0]) * sizeof(float));
+    char *base = cpu_scratch(total > 0 ? total : 1);
+    if (!base)
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate float32 staging buffers",
+                          n->op_type, n->name);
     for (int i = 0; i < num_in; i++) {
         sin[i] = in[i];
         if (in[i].dtype == CINFER_DTYPE_UNDEFINED) continue;
-        bufs[i] = stage_to_float(&in[i]);
-        if (!bufs[i]) goto oom;
         sin[i].dtype = CINFER_DTYPE_FLOAT;
-        sin[i].data = bufs[i];
+        sin[i].data = base + off[i];
+        stage_to_float(&in[i], sin[i].data);
     }
     sout.dtype = CINFER_DTYPE_FLOAT;
-    bufs[3] = malloc((size_t)(tensor_numel(&out[0]) > 0 ? tensor_numel(&out[0]) : 1) * sizeof(float));
-    if (!bufs[3]) goto oom;
-    sout.data = bufs[3];
-    st = fn(n, sin, num_in, &sout, num_out > 1 ? 1 : num_out);
-    if (st == CINFER_OK) stage_from_float(&out[0], bufs[3]);
-    for (int i = 0; i < 4; i++) free(bufs[i]);
+    sout.data = base + out_off;
+    cinfer_status st = fn(n, sin, num_in, &sout, num_out > 1 ? 1 : num_out);
+    if (st == CINFER_OK) stage_from_float(&out[0], sout.data);
     return st;
-oom:
-    for (int i = 0; i < 4; i++) free(bufs[i]);
-    return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate float32 staging buffers", n->op_type,
-                      n->name);
 }
 
 static cinfer_status check_blas_dims(const graph_node *n, int64_t m, int64_t nn, int64_t k) {
