@@ -1,6 +1,168 @@
-/* CPU kernels of the attention family. */
+/* CPU kernels of the attention family: the kernel table, RotaryEmbedding, Swish and SwiGLU. */
+
+/* Attention itself is in attention_sdpa.c, LinearAttention and CausalConvWithState in attention_recurrent.c. */
+
+/* float16/bfloat16 compute in float32. RotaryEmbedding rounds to the input type after each step the ONNX
+ * reference takes in it (node tests compare at rtol 1e-3, below one bfloat16 ulp); Swish and SwiGLU round
+ * once, as their float16 test data is made. */
+#include <math.h>
+#include <string.h>
+
 #include "backend/cpu/cpu_kernels.h"
+#include "core/status.h"
+
+/* Defined in attention_sdpa.c and attention_recurrent.c. */
+cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                             int num_out);
+
+/* Elementwise loops shorter than this stay on one thread. */
+#define ATTN_PAR_MIN 32768
+
+typedef enum { RND_NONE, RND_F16, RND_BF16 } rnd_mode;
+
+static inline float rnd(rnd_mode m, float v) {
+    if (m == RND_F16) return dtype_half_to_float(dtype_float_to_half(v));
+    if (m == RND_BF16) return dtype_bf16_to_float(dtype_float_to_bf16(v));
+    return v;
+}
+
+static rnd_mode rnd_for(cinfer_dtype t) {
+    return t == CINFER_DTYPE_FLOAT16 ? RND_F16 : t == CINFER_DTYPE_BFLOAT16 ? RND_BF16 : RND_NONE;
+}
+
+static inline float load_f(const void *p, cinfer_dtype t, int64_t i) {
+    if (t == CINFER_DTYPE_FLOAT) return ((const float *)p)[i];
+    if (t == CINFER_DTYPE_FLOAT16) return dtype_half_to_float(((const uint16_t *)p)[i]);
+    return dtype_bf16_to_float(((const uint16_t *)p)[i]);
+}
+
+static inline void store_f(void *p, cinfer_dtype t, int64_t i, float v) {
+    if (t == CINFER_DTYPE_FLOAT) ((float *)p)[i] = v;
+    else if (t == CINFER_DTYPE_FLOAT16) ((uint16_t *)p)[i] = dtype_float_to_half(v);
+    else ((uint16_t *)p)[i] = dtype_float_to_bf16(v);
+}
+
+static bool is_attn_float(cinfer_dtype t) {
+    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
+}
+
+/* ---- RotaryEmbedding ---- */
+
+/* Rotates one head row x[0, rot) by (c, s) pairs into y; the tail [rot, head) is copied. Products and sums
+ * round to the input type as the reference's numpy expression does. */
+static void rotate_row(const void *x, void *y, cinfer_dtype t, int64_t off, const void *cs, const void *sn,
+                       int64_t coff, int64_t half, int64_t head, bool interleaved, rnd_mode r) {
+    for (int64_t j = 0; j < half; j++) {
+        int64_t i1 = interleaved ? 2 * j : j, i2 = interleaved ? 2 * j + 1 : j + half;
+        float x1 = load_f(x, t, off + i1), x2 = load_f(x, t, off + i2);
+        float c = load_f(cs, t, coff + j), s = load_f(sn, t, coff + j);
+        float re = rnd(r, rnd(r, c * x1) - rnd(r, s * x2));
+        float im = rnd(r, rnd(r, s * x1) + rnd(r, c * x2));
+        store_f(y, t, off + i1, re);
+        store_f(y, t, off + i2, im);
+    }
+    size_t es = cinfer_dtype_size(t);
+    if (head > 2 * half)
+        memcpy((char *)y + (size_t)(off + 2 * half) * es, (const char *)x + (size_t)(off + 2 * half) * es,
+               (size_t)(head - 2 * half) * es);
+}
+
+static cinfer_status run_rotary(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    const tensor *x = &in[0];
+    cinfer_dtype t = x->dtype;
+    if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
+    bool rank4 = x->ndim == 4;
+    int64_t batch = x->dims[0], heads, seq, head;
+    if (rank4) {
+        heads = x->dims[1];
+        seq = x->dims[2];
+        head = x->dims[3];
+    } else {
+        heads = graph_attr_int(n, "num_heads", 1);
+        seq = x->dims[1];
+        head = x->dims[2] / heads;
+    }
+    int64_t rot = graph_attr_int(n, "rotary_embedding_dim", 0);
+    if (rot == 0) rot = head;
+    int64_t half = rot / 2;
+    bool interleaved = graph_attr_int(n, "interleaved", 0) != 0;
+    const int64_t *pos = num_in > 3 && in[3].dtype != CINFER_DTYPE_UNDEFINED ? in[3].data : NULL;
+    if (pos) {
+        int64_t max_pos = in[1].dims[0];
+        for (int64_t i = 0; i < batch * seq; i++)
+            if (pos[i] < 0 || pos[i] >= max_pos)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "RotaryEmbedding node '%s': position_ids[%lld] is %lld, "
+                                  "expected 0 <= id < %lld (cos_cache rows)", n->name, (long long)i,
+                                  (long long)pos[i], (long long)max_pos);
+    }
+    rnd_mode r = rnd_for(t);
+    int64_t rows = batch * seq * heads;
+#pragma omp parallel for num_threads(cpu_num_threads()) if (rows * head > ATTN_PAR_MIN)
+    for (int64_t idx = 0; idx < rows; idx++) {
+        int64_t h = idx % heads, bs = idx / heads, b = bs / seq, s = bs % seq;
+        int64_t off = rank4 ? ((b * heads + h) * seq + s) * head : bs * heads * head + h * head;
+        int64_t coff = (pos ? pos[bs] : bs) * half;
+        rotate_row(x->data, out[0].data, t, off, in[1].data, in[2].data, coff, half, head, interleaved, r);
+    }
+    return CINFER_OK;
+}
+
+/* ---- Swish, SwiGLU: x * sigmoid(alpha * x) ---- */
+
+/* float16/bfloat16 compute in float32 and round once, as the SwiGLU float16 node test's expected values
+ * are made (the reference op rounds the sigmoid first: a one-ulp difference at most). */
+static inline float swish(float x, float alpha) { return x / (1.0f + expf(-alpha * x)); }
+
+static cinfer_status run_swish(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    cinfer_dtype t = in[0].dtype;
+    if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
+    float alpha = graph_attr_float(n, "alpha", 1.0f);
+    int64_t cnt = tensor_numel(&in[0]);
+    const void *x = in[0].data;
+    void *y = out[0].data;
+    if (t == CINFER_DTYPE_FLOAT) {
+        const float *xf = x;
+        float *yf = y;
+#pragma omp parallel for num_threads(cpu_num_threads()) if (cnt > ATTN_PAR_MIN)
+        for (int64_t i = 0; i < cnt; i++) yf[i] = swish(xf[i], alpha);
+    } else {
+#pragma omp parallel for num_threads(cpu_num_threads()) if (cnt > ATTN_PAR_MIN)
+        for (int64_t i = 0; i < cnt; i++) store_f(y, t, i, swish(load_f(x, t, i), alpha));
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status run_swiglu(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    cinfer_dtype t = in[0].dtype;
+    if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
+    float alpha = graph_attr_float(n, "alpha", 1.0f);
+    int64_t cnt = tensor_numel(&in[0]);
+    const void *a = in[0].data, *b = in[1].data;
+    void *y = out[0].data;
+    /* y may share a's buffer: element i is read before it is written */
+    if (t == CINFER_DTYPE_FLOAT) {
+        const float *af = a, *bf = b;
+        float *yf = y;
+#pragma omp parallel for num_threads(cpu_num_threads()) if (cnt > ATTN_PAR_MIN)
+        for (int64_t i = 0; i < cnt; i++) yf[i] = swish(af[i], alpha) * bf[i];
+    } else {
+#pragma omp parallel for num_threads(cpu_num_threads()) if (cnt > ATTN_PAR_MIN)
+        for (int64_t i = 0; i < cnt; i++) store_f(y, t, i, swish(load_f(a, t, i), alpha) * load_f(b, t, i));
+    }
+    return CINFER_OK;
+}
 
 const cpu_kernel cpu_attention_kernels[] = {
+    {"Attention", cpu_run_attention},
+    {"RotaryEmbedding", run_rotary},
+    {"Swish", run_swish},
+    {"SwiGLU", run_swiglu},
+    {"LinearAttention", cpu_run_linear_attention},
+    {"CausalConvWithState", cpu_run_causal_conv_with_state},
     {NULL, NULL},
 };
