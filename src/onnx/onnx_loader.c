@@ -11,15 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/status.h"
 #include "onnx.pb-c.h"
 
 #define MIN_OPSET 13
 
-/* Reads `length` bytes at `offset` of an external data file that must resolve inside base_dir. */
-static cinfer_status read_external(const char *base_dir, const char *tensor_name, const char *location,
-                                   int64_t offset, int64_t length, void *dst, size_t expected) {
+/* Resolves an external data file that must stay inside base_dir and hold `expected` bytes at `offset`.
+ * Checked before any allocation, so a small model cannot make cinfer allocate what the file does not hold. */
+static cinfer_status resolve_external(const char *base_dir, const char *tensor_name, const char *location, int64_t offset,
+                                      int64_t length, size_t expected, char real_file[PATH_MAX]) {
     if (!base_dir)
         return core_error(CINFER_ERR_INVALID_MODEL,
                           "initializer '%s': external data '%s' but the model was loaded from memory without a folder",
@@ -27,7 +29,7 @@ static cinfer_status read_external(const char *base_dir, const char *tensor_name
     if (location[0] == '/' || strstr(location, ".."))
         return core_error(CINFER_ERR_INVALID_MODEL,
                           "initializer '%s': external data path '%s' escapes the model's folder", tensor_name, location);
-    char path[PATH_MAX], real_base[PATH_MAX], real_file[PATH_MAX];
+    char path[PATH_MAX], real_base[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", base_dir, location);
     if (!realpath(base_dir, real_base) || !realpath(path, real_file))
         return core_error(CINFER_ERR_IO, "initializer '%s': cannot open external data file '%s': %s", tensor_name, path,
@@ -39,14 +41,33 @@ static cinfer_status read_external(const char *base_dir, const char *tensor_name
     if (length >= 0 && (size_t)length != expected)
         return core_error(CINFER_ERR_INVALID_MODEL, "initializer '%s': external length %lld but shape needs %zu bytes",
                           tensor_name, (long long)length, expected);
+    struct stat st;
+    if (stat(real_file, &st) != 0 || offset < 0 || (uint64_t)st.st_size < (uint64_t)offset ||
+        (uint64_t)st.st_size - (uint64_t)offset < expected)
+        return core_error(CINFER_ERR_INVALID_MODEL, "initializer '%s': external file '%s' is shorter than offset %lld + %zu bytes",
+                          tensor_name, location, (long long)offset, expected);
+    return CINFER_OK;
+}
+
+static cinfer_status read_external(const char *tensor_name, const char *real_file, int64_t offset, void *dst, size_t bytes) {
     FILE *f = fopen(real_file, "rb");
     if (!f) return core_error(CINFER_ERR_IO, "initializer '%s': cannot open '%s': %s", tensor_name, real_file, strerror(errno));
     cinfer_status st = CINFER_OK;
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, expected, f) != expected)
-        st = core_error(CINFER_ERR_INVALID_MODEL, "initializer '%s': external file '%s' is shorter than offset %lld + %zu bytes",
-                        tensor_name, location, (long long)offset, expected);
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, bytes, f) != bytes)
+        st = core_error(CINFER_ERR_IO, "initializer '%s': cannot read %zu bytes from '%s'", tensor_name, bytes, real_file);
     fclose(f);
     return st;
+}
+
+/* Number of values a TensorProto holds inline in the typed field its data type uses. */
+static size_t typed_field_count(const Onnx__TensorProto *tp, cinfer_dtype dtype) {
+    switch (dtype) {
+    case CINFER_DTYPE_FLOAT: return tp->n_float_data;
+    case CINFER_DTYPE_DOUBLE: return tp->n_double_data;
+    case CINFER_DTYPE_INT64: return tp->n_int64_data;
+    case CINFER_DTYPE_UINT32: case CINFER_DTYPE_UINT64: return tp->n_uint64_data;
+    default: return tp->n_int32_data; /* int32 and narrower, bool, float16, bfloat16: widened to int32 */
+    }
 }
 
 static bool supported_tensor_dtype(int32_t t) {
@@ -75,13 +96,14 @@ static cinfer_status decode_tensor(const Onnx__TensorProto *tp, const char *base
     if ((uint64_t)numel > (uint64_t)SIZE_MAX / esize / 2)
         return core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': %lld elements is too large", name, (long long)numel);
     size_t bytes = (size_t)numel * esize;
-    out->data = core_aligned_alloc(bytes);
-    if (!out->data) return core_error(CINFER_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %zu bytes", name, bytes);
 
-    cinfer_status st = CINFER_OK;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    /* check that the data is really there before allocating what the dims claim */
+    bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    char real_file[PATH_MAX], shape[160];
+    int64_t offset = 0;
+    if (external) {
         const char *location = NULL;
-        int64_t offset = 0, length = -1;
+        int64_t length = -1;
         for (size_t i = 0; i < tp->n_external_data; i++) {
             const char *k = tp->external_data[i]->key, *v = tp->external_data[i]->value;
             if (!k || !v) continue;
@@ -89,53 +111,52 @@ static cinfer_status decode_tensor(const Onnx__TensorProto *tp, const char *base
             else if (strcmp(k, "offset") == 0) offset = strtoll(v, NULL, 10);
             else if (strcmp(k, "length") == 0) length = strtoll(v, NULL, 10);
         }
-        if (!location) st = core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': external data without a location", name);
-        else st = read_external(base_dir, name, location, offset, length, out->data, bytes);
+        if (!location) return core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': external data without a location", name);
+        CINFER_TRY(resolve_external(base_dir, name, location, offset, length, bytes, real_file));
     } else if (tp->has_raw_data) {
-        char shape[160];
         if (tp->raw_data.len != bytes)
-            st = core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, %s %s needs %zu", name,
-                            tp->raw_data.len, cinfer_dtype_name(out->dtype), tensor_shape_str(out, shape, sizeof shape), bytes);
-        else if (bytes) memcpy(out->data, tp->raw_data.data, bytes);
+            return core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, %s %s needs %zu", name,
+                              tp->raw_data.len, cinfer_dtype_name(out->dtype), tensor_shape_str(out, shape, sizeof shape), bytes);
+    } else if (typed_field_count(tp, out->dtype) != (size_t)numel) {
+        return core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': holds %zu values, its shape %s needs %lld", name,
+                          typed_field_count(tp, out->dtype), tensor_shape_str(out, shape, sizeof shape), (long long)numel);
+    }
+
+    out->data = core_aligned_alloc(bytes);
+    if (!out->data) return core_error(CINFER_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %zu bytes", name, bytes);
+    cinfer_status st = CINFER_OK;
+    if (external) {
+        st = read_external(name, real_file, offset, out->data, bytes);
+    } else if (tp->has_raw_data) {
+        if (bytes) memcpy(out->data, tp->raw_data.data, bytes);
     } else {
-        size_t have = 0;
         switch (out->dtype) {
         case CINFER_DTYPE_FLOAT:
-            have = tp->n_float_data;
-            if (have == (size_t)numel && bytes) memcpy(out->data, tp->float_data, bytes);
+            if (bytes) memcpy(out->data, tp->float_data, bytes);
             break;
         case CINFER_DTYPE_DOUBLE:
-            have = tp->n_double_data;
-            if (have == (size_t)numel && bytes) memcpy(out->data, tp->double_data, bytes);
+            if (bytes) memcpy(out->data, tp->double_data, bytes);
             break;
         case CINFER_DTYPE_INT64:
-            have = tp->n_int64_data;
-            if (have == (size_t)numel && bytes) memcpy(out->data, tp->int64_data, bytes);
+            if (bytes) memcpy(out->data, tp->int64_data, bytes);
             break;
         case CINFER_DTYPE_UINT32: case CINFER_DTYPE_UINT64:
-            have = tp->n_uint64_data;
-            if (have == (size_t)numel)
-                for (int64_t i = 0; i < numel; i++) {
-                    if (out->dtype == CINFER_DTYPE_UINT32) ((uint32_t *)out->data)[i] = (uint32_t)tp->uint64_data[i];
-                    else ((uint64_t *)out->data)[i] = tp->uint64_data[i];
-                }
+            for (int64_t i = 0; i < numel; i++) {
+                if (out->dtype == CINFER_DTYPE_UINT32) ((uint32_t *)out->data)[i] = (uint32_t)tp->uint64_data[i];
+                else ((uint64_t *)out->data)[i] = tp->uint64_data[i];
+            }
             break;
-        default: /* int32, int16, int8, uint16, uint8, bool, float16, bfloat16: stored widened in int32_data */
-            have = tp->n_int32_data;
-            if (have == (size_t)numel)
-                for (int64_t i = 0; i < numel; i++) {
-                    int32_t v = tp->int32_data[i];
-                    switch (esize) {
-                    case 1: ((uint8_t *)out->data)[i] = (uint8_t)v; break;
-                    case 2: ((uint16_t *)out->data)[i] = (uint16_t)v; break;
-                    default: ((int32_t *)out->data)[i] = v; break;
-                    }
+        default:
+            for (int64_t i = 0; i < numel; i++) {
+                int32_t v = tp->int32_data[i];
+                switch (esize) {
+                case 1: ((uint8_t *)out->data)[i] = (uint8_t)v; break;
+                case 2: ((uint16_t *)out->data)[i] = (uint16_t)v; break;
+                default: ((int32_t *)out->data)[i] = v; break;
                 }
+            }
             break;
         }
-        if (have != (size_t)numel)
-            st = core_error(CINFER_ERR_INVALID_MODEL, "tensor '%s': holds %zu values, its shape needs %lld", name, have,
-                            (long long)numel);
     }
     if (st != CINFER_OK) {
         core_aligned_free(out->data);
