@@ -169,7 +169,7 @@ static bool scratch_take(const graph_node *n, scratch *sc, const size_t *bytes, 
     }
     for (int i = 0; i < count; i++) {
         regions[i] = bytes[i] ? base : NULL;
-        base += align_up(bytes[i]);
+        if (bytes[i]) base += align_up(bytes[i]); /* base is NULL when every region is empty */
     }
     return false;
 }
