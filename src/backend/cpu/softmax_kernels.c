@@ -117,56 +117,40 @@ static cinfer_status run_softmax_mode(const graph_node *n, const tensor *in, ten
     return CINFER_OK;
 }
 
-static inline float bf16_round(float v) { return dtype_bf16_to_float(dtype_float_to_bf16(v)); }
-
-/* bfloat16 Softmax rounded to bfloat16 after every step, as the ONNX reference computes it (x - max, exp,
- * a running sum, the division): with 8 mantissa bits, a float-internal result is an ulp off in about one
- * element in ten, far beyond the node tests' rtol of 1e-3. y may be x. */
-static void softmax_bf16_stepwise(const uint16_t *x, uint16_t *y, int64_t outer, int64_t len, int64_t inner) {
-#pragma omp parallel for num_threads(cpu_num_threads()) if (outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)
-    for (int64_t t = 0; t < outer * inner; t++) {
-        int64_t o = t / inner, i = t % inner;
-        const uint16_t *xr = x + o * len * inner + i;
-        uint16_t *yr = y + o * len * inner + i;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < len; j++) {
-            float v = dtype_bf16_to_float(xr[j * inner]);
-            m = v > m ? v : m;
-        }
-        float s = 0;
-        for (int64_t j = 0; j < len; j++) {
-            float e = bf16_round(expf(bf16_round(dtype_bf16_to_float(xr[j * inner]) - m)));
-            yr[j * inner] = dtype_float_to_bf16(e);
-            s = j == 0 ? e : bf16_round(s + e);
-        }
-        for (int64_t j = 0; j < len; j++) yr[j * inner] = dtype_float_to_bf16(dtype_bf16_to_float(yr[j * inner]) / s);
-    }
+/* float16/bfloat16 Softmax rounded as the ONNX reference (numpy on low-precision arrays) rounds it: x - max and
+ * exp rounded to the storage type, then the sum and the division. numpy sums float16 in float and rounds once,
+ * but sums ml_dtypes' bfloat16 element by element in bfloat16, so the two differ only in how the sum rounds.
+ * Rounding once at the end instead leaves about one element in ten an ulp off, beyond the node tests' rtol of
+ * 1e-3 at 8 or 11 mantissa bits. y may be x. */
+static inline float to_float16_type(cinfer_dtype t, uint16_t v) {
+    return t == CINFER_DTYPE_BFLOAT16 ? dtype_bf16_to_float(v) : dtype_half_to_float(v);
 }
+static inline uint16_t from_float16_type(cinfer_dtype t, float v) {
+    return t == CINFER_DTYPE_BFLOAT16 ? dtype_float_to_bf16(v) : dtype_float_to_half(v);
+}
+static inline float round_16(cinfer_dtype t, float v) { return to_float16_type(t, from_float16_type(t, v)); }
 
-static inline float half_round(float v) { return dtype_half_to_float(dtype_float_to_half(v)); }
-
-/* float16 Softmax as numpy computes it on float16 arrays (the ONNX reference): x - max and exp rounded to
- * float16, the sum accumulated in float and rounded once (numpy's half reduction), then the division. Rounding
- * once at the end instead leaves an element in ten or so one float16 ulp off. y may be x. */
-static void softmax_f16_stepwise(const uint16_t *x, uint16_t *y, int64_t outer, int64_t len, int64_t inner) {
+static void softmax_16bit_stepwise(cinfer_dtype t, const uint16_t *x, uint16_t *y, int64_t outer, int64_t len,
+                                   int64_t inner) {
+    bool sum_in_16bit = t == CINFER_DTYPE_BFLOAT16;
 #pragma omp parallel for num_threads(cpu_num_threads()) if (outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)
-    for (int64_t t = 0; t < outer * inner; t++) {
-        int64_t o = t / inner, i = t % inner;
+    for (int64_t r = 0; r < outer * inner; r++) {
+        int64_t o = r / inner, i = r % inner;
         const uint16_t *xr = x + o * len * inner + i;
         uint16_t *yr = y + o * len * inner + i;
         float m = -INFINITY;
         for (int64_t j = 0; j < len; j++) {
-            float v = dtype_half_to_float(xr[j * inner]);
+            float v = to_float16_type(t, xr[j * inner]);
             m = v > m ? v : m;
         }
         float s = 0;
         for (int64_t j = 0; j < len; j++) {
-            float e = half_round(expf(half_round(dtype_half_to_float(xr[j * inner]) - m)));
-            yr[j * inner] = dtype_float_to_half(e);
-            s += e;
+            float e = round_16(t, expf(round_16(t, to_float16_type(t, xr[j * inner]) - m)));
+            yr[j * inner] = from_float16_type(t, e);
+            s = sum_in_16bit ? (j == 0 ? e : round_16(t, s + e)) : s + e;
         }
-        s = half_round(s);
-        for (int64_t j = 0; j < len; j++) yr[j * inner] = dtype_float_to_half(dtype_half_to_float(yr[j * inner]) / s);
+        s = round_16(t, s);
+        for (int64_t j = 0; j < len; j++) yr[j * inner] = from_float16_type(t, to_float16_type(t, yr[j * inner]) / s);
     }
 }
 
@@ -176,8 +160,7 @@ cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in,
         int64_t outer, len, inner;
         CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
         if (outer * len * inner == 0) return CINFER_OK;
-        if (dt == CINFER_DTYPE_BFLOAT16) softmax_bf16_stepwise(in[0].data, out[0].data, outer, len, inner);
-        else softmax_f16_stepwise(in[0].data, out[0].data, outer, len, inner);
+        softmax_16bit_stepwise(dt, in[0].data, out[0].data, outer, len, inner);
         return CINFER_OK;
     }
     if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_softmax);
