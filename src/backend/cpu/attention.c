@@ -8,45 +8,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/attention_family.h"
 #include "core/status.h"
-
-/* Defined in attention_sdpa.c and attention_recurrent.c. */
-cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                             int num_out);
 
 /* Elementwise loops shorter than this stay on one thread. */
 #define ATTN_PAR_MIN 32768
-
-typedef enum { RND_NONE, RND_F16, RND_BF16 } rnd_mode;
-
-static inline float rnd(rnd_mode m, float v) {
-    if (m == RND_F16) return dtype_half_to_float(dtype_float_to_half(v));
-    if (m == RND_BF16) return dtype_bf16_to_float(dtype_float_to_bf16(v));
-    return v;
-}
-
-static rnd_mode rnd_for(cinfer_dtype t) {
-    return t == CINFER_DTYPE_FLOAT16 ? RND_F16 : t == CINFER_DTYPE_BFLOAT16 ? RND_BF16 : RND_NONE;
-}
-
-static inline float load_f(const void *p, cinfer_dtype t, int64_t i) {
-    if (t == CINFER_DTYPE_FLOAT) return ((const float *)p)[i];
-    if (t == CINFER_DTYPE_FLOAT16) return dtype_half_to_float(((const uint16_t *)p)[i]);
-    return dtype_bf16_to_float(((const uint16_t *)p)[i]);
-}
-
-static inline void store_f(void *p, cinfer_dtype t, int64_t i, float v) {
-    if (t == CINFER_DTYPE_FLOAT) ((float *)p)[i] = v;
-    else if (t == CINFER_DTYPE_FLOAT16) ((uint16_t *)p)[i] = dtype_float_to_half(v);
-    else ((uint16_t *)p)[i] = dtype_float_to_bf16(v);
-}
-
-static bool is_attn_float(cinfer_dtype t) {
-    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
-}
 
 /* ---- RotaryEmbedding ---- */
 

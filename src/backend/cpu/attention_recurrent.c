@@ -3,28 +3,8 @@
 #include <omp.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/attention_family.h"
 #include "core/status.h"
-
-static inline float load_f(const void *p, cinfer_dtype t, int64_t i) {
-    if (t == CINFER_DTYPE_FLOAT) return ((const float *)p)[i];
-    if (t == CINFER_DTYPE_FLOAT16) return dtype_half_to_float(((const uint16_t *)p)[i]);
-    return dtype_bf16_to_float(((const uint16_t *)p)[i]);
-}
-
-static inline void store_f(void *p, cinfer_dtype t, int64_t i, float v) {
-    if (t == CINFER_DTYPE_FLOAT) ((float *)p)[i] = v;
-    else if (t == CINFER_DTYPE_FLOAT16) ((uint16_t *)p)[i] = dtype_float_to_half(v);
-    else ((uint16_t *)p)[i] = dtype_float_to_bf16(v);
-}
-
-static bool is_attn_float(cinfer_dtype t) {
-    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
-}
-
-static bool present(const tensor *in, int num_in, int i) {
-    return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED && in[i].data != NULL;
-}
 
 /* ---- LinearAttention ---- */
 
@@ -34,17 +14,15 @@ static bool present(const tensor *in, int num_in, int i) {
  *   S += k_t v_t^T
  *   o_t = scale * q_t^T S                 (each query head reads its kv head's state)
  * One (batch, kv head) pair per task; the pairs are independent. */
-cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-
 cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     cinfer_dtype t = q->dtype;
     if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
     const int64_t qh = graph_attr_int(n, "q_num_heads", 1), kvh = graph_attr_int(n, "kv_num_heads", 1);
     const int64_t B = q->dims[0], T = q->dims[1], dk = q->dims[2] / qh, dv = v->dims[2] / kvh, group = qh / kvh;
-    const tensor *past = present(in, num_in, 3) ? &in[3] : NULL;
-    const tensor *decay = present(in, num_in, 4) ? &in[4] : NULL;
-    const tensor *beta = present(in, num_in, 5) ? &in[5] : NULL;
+    const tensor *past = attn_present(in, num_in, 3) ? &in[3] : NULL;
+    const tensor *decay = attn_present(in, num_in, 4) ? &in[4] : NULL;
+    const tensor *beta = attn_present(in, num_in, 5) ? &in[5] : NULL;
     float scale = graph_attr_float(n, "scale", 0.0f);
     if (scale == 0.0f) scale = (float)(1.0 / sqrt((double)dk));
     const int64_t dec_w = decay ? decay->dims[2] : 0, beta_w = beta ? beta->dims[2] : 0;
@@ -115,19 +93,16 @@ cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, in
  * present_state = the last k-1 columns of padded. float16 rounds the convolution sum and the bias add as
  * the reference's float16 matmul and add do; the SiLU runs in float32 on the rounded value. */
 cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                             int num_out);
-
-cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *in, int num_in, tensor *out,
                                              int num_out) {
     const tensor *x = &in[0], *w = &in[1];
     cinfer_dtype t = x->dtype;
     if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
     const int64_t B = x->dims[0], C = x->dims[1], L = x->dims[2], K = w->dims[2], P = K - 1;
-    const tensor *bias = present(in, num_in, 2) ? &in[2] : NULL;
-    const tensor *past = present(in, num_in, 3) ? &in[3] : NULL;
+    const tensor *bias = attn_present(in, num_in, 2) ? &in[2] : NULL;
+    const tensor *past = attn_present(in, num_in, 3) ? &in[3] : NULL;
     const char *act = graph_attr_string(n, "activation", "none");
     bool silu = strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0;
-    bool f16 = t == CINFER_DTYPE_FLOAT16;
+    rnd_mode r16 = t == CINFER_DTYPE_FLOAT16 ? RND_F16 : RND_NONE, r = rnd_for(t);
     tensor *state = num_out > 1 && out[1].data ? &out[1] : NULL;
 
     /* padded value at column p in [0, P + L) */
@@ -140,10 +115,9 @@ cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *
         for (int64_t l = 0; l < L; l++) {
             float acc = 0.0f;
             for (int64_t j = 0; j < K; j++) acc += load_f(w->data, t, c * K + j) * PADDED(bc, l + j);
-            if (f16) acc = dtype_half_to_float(dtype_float_to_half(acc));
+            acc = rnd(r16, acc);
             if (bias) acc += bv;
-            if (f16) acc = dtype_half_to_float(dtype_float_to_half(acc));
-            if (t == CINFER_DTYPE_BFLOAT16) acc = dtype_bf16_to_float(dtype_float_to_bf16(acc));
+            acc = rnd(r, acc);
             if (silu) acc = acc * (1.0f / (1.0f + expf(-acc)));
             store_f(out[0].data, t, bc * L + l, acc);
         }

@@ -16,43 +16,16 @@
 
 #include <cblas.h>
 
-#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/attention_family.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 /* Query rows per task: bounds the per-thread score block to QBLK x kv_len floats. */
 #define QBLK 64
 
-typedef enum { RND_NONE, RND_F16, RND_BF16 } rnd_mode;
-
-static inline float rnd(rnd_mode m, float v) {
-    if (m == RND_F16) return dtype_half_to_float(dtype_float_to_half(v));
-    if (m == RND_BF16) return dtype_bf16_to_float(dtype_float_to_bf16(v));
-    return v;
-}
-
-static rnd_mode rnd_for(cinfer_dtype t) {
-    return t == CINFER_DTYPE_FLOAT16 ? RND_F16 : t == CINFER_DTYPE_BFLOAT16 ? RND_BF16 : RND_NONE;
-}
-
-static inline float load_f(const void *p, cinfer_dtype t, int64_t i) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: return ((const float *)p)[i];
-    case CINFER_DTYPE_FLOAT16: return dtype_half_to_float(((const uint16_t *)p)[i]);
-    case CINFER_DTYPE_BFLOAT16: return dtype_bf16_to_float(((const uint16_t *)p)[i]);
-    default: return 0.0f;
-    }
-}
-
 static void store_row(void *dst, cinfer_dtype t, int64_t off, const float *src, int64_t n) {
-    if (t == CINFER_DTYPE_FLOAT) {
-        memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
-    } else if (t == CINFER_DTYPE_FLOAT16) {
-        uint16_t *d = (uint16_t *)dst + off;
-        for (int64_t j = 0; j < n; j++) d[j] = dtype_float_to_half(src[j]);
-    } else {
-        uint16_t *d = (uint16_t *)dst + off;
-        for (int64_t j = 0; j < n; j++) d[j] = dtype_float_to_bf16(src[j]);
-    }
+    if (t == CINFER_DTYPE_FLOAT) memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
+    else cpu_convert_float_to_half(t, src, (uint16_t *)dst + off, n);
 }
 
 typedef struct attn_plan {
@@ -115,25 +88,15 @@ static float pairwise_sum(const float *a, int64_t n) {
     return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
 }
 
-static inline uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static inline float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* exp(x) for x <= 0 (or -inf) within about 1e-7 relative, 0 below -86; written with integer masks instead
  * of branches so that the softmax loop vectorises (libm's expf is a call per element). n = round(x/ln2)
- * comes from the 1.5*2^23 trick, r = x - n*ln2 in two parts, e^r by its Taylor series to degree 7. */
+ * comes from the 1.5*2^23 trick, r = x - n*ln2 in two parts, e^r by its Taylor series to degree 7.
+ * Not reduce_family.h's cpu_red_expf (degree 6, other cut-offs): kept so attention results stay as they are. */
 static inline float exp_nonpos(float x) {
     const float magic = 12582912.0f;
     float t = x * 1.44269504088896341f + magic;
     float nf = t - magic;
-    uint32_t ni = f2u(t) - f2u(magic);
+    uint32_t ni = cpu_f32_bits(t) - cpu_f32_bits(magic);
     float r = x - nf * 0.693145751953125f;
     r = r - nf * 1.428606765330187e-06f;
     float q = 1.0f / 5040.0f;
@@ -144,8 +107,9 @@ static inline float exp_nonpos(float x) {
     q = q * r + 0.5f;
     q = q * r + 1.0f;
     q = q * r + 1.0f;
-    uint32_t keep = (uint32_t)(f2u(x) <= 0xC2AC0000u) * 0xFFFFFFFFu; /* x >= -86 (positive bit patterns too) */
-    return u2f((f2u(q) + (ni << 23)) & keep);
+    /* x >= -86 (positive bit patterns too) */
+    uint32_t keep = (uint32_t)(cpu_f32_bits(x) <= 0xC2AC0000u) * 0xFFFFFFFFu;
+    return cpu_bits_f32((cpu_f32_bits(q) + (ni << 23)) & keep);
 }
 
 /* Maximum of x[0, n) into *max; returns whether some element is NaN. Works on order-preserving integer
@@ -155,13 +119,13 @@ static bool row_max(const float *x, int64_t n, float *max) {
     int32_t km = INT32_MIN;
     uint32_t nan = 0;
     for (int64_t j = 0; j < n; j++) {
-        uint32_t u = f2u(x[j]);
+        uint32_t u = cpu_f32_bits(x[j]);
         nan |= (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);
         int32_t k = (int32_t)(u ^ ((uint32_t)((int32_t)u >> 31) >> 1));
         km = k > km ? k : km;
     }
     uint32_t um = (uint32_t)km;
-    *max = n > 0 ? u2f(um ^ ((uint32_t)((int32_t)um >> 31) >> 1)) : -INFINITY;
+    *max = n > 0 ? cpu_bits_f32(um ^ ((uint32_t)((int32_t)um >> 31) >> 1)) : -INFINITY;
     return nan != 0;
 }
 
@@ -378,12 +342,6 @@ static void stage(float *dst, const tensor *t, float scale, rnd_mode r) {
     for (int64_t i = 0; i < cnt; i++) dst[i] = rnd(r, load_f(t->data, t->dtype, i) * scale);
 }
 
-static bool present(const tensor *in, int num_in, int i) {
-    return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED && in[i].data != NULL;
-}
-
-cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-
 cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     cinfer_dtype qt = q->dtype;
@@ -419,7 +377,7 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
         p.ldv = p.hdv;
         p.ldy = p.hdv;
     }
-    p.has_past = present(in, num_in, 4) && present(in, num_in, 5);
+    p.has_past = attn_present(in, num_in, 4) && attn_present(in, num_in, 5);
     p.past = p.has_past ? in[4].dims[2] : 0;
     p.total = p.past + p.skv;
     if (p.kvh <= 0 || p.qh % p.kvh != 0)
@@ -444,7 +402,7 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
     p.left = n->opset >= 25 ? graph_attr_int(n, "left_window_size", -1) : -1;
     p.right = n->opset >= 25 ? graph_attr_int(n, "right_window_size", -1) : -1;
     p.window = p.left >= 0 || p.right >= 0;
-    p.nonpad = present(in, num_in, 6) && !p.has_past ? in[6].data : NULL;
+    p.nonpad = attn_present(in, num_in, 6) && !p.has_past ? in[6].data : NULL;
     p.softcap = softcap > 0 ? rnd(p.rb, softcap) : 0.0f;
     /* the reference multiplies Q and K each by sqrt(scale), cast to the input type */
     double scale = graph_node_attr(n, "scale") ? (double)graph_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)p.hd);
@@ -461,7 +419,7 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
 
     /* scratch: float staging (low precision), the float mask, per-thread score and output blocks */
     bool stage_qk = qt != CINFER_DTYPE_FLOAT, stage_v = v->dtype != CINFER_DTYPE_FLOAT;
-    const tensor *mask = present(in, num_in, 3) ? &in[3] : NULL;
+    const tensor *mask = attn_present(in, num_in, 3) ? &in[3] : NULL;
     int64_t nq = tensor_numel(q), nk = tensor_numel(k), nv = tensor_numel(v);
     int64_t npk = p.has_past ? tensor_numel(&in[4]) : 0, npv = p.has_past ? tensor_numel(&in[5]) : 0;
     /* a float32 mask is read in place; the others become float (bool: True attends (0), False masks (-inf)) */

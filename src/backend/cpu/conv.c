@@ -14,6 +14,7 @@
 
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
@@ -192,11 +193,7 @@ static void stage_in(const tensor *t, float *f) {
     switch (t->dtype) {
     case CINFER_DTYPE_DOUBLE: for (int64_t i = 0; i < cnt; i++) f[i] = (float)((const double *)t->data)[i]; break;
     case CINFER_DTYPE_FLOAT16:
-        for (int64_t i = 0; i < cnt; i++) f[i] = dtype_half_to_float(((const uint16_t *)t->data)[i]);
-        break;
-    case CINFER_DTYPE_BFLOAT16:
-        for (int64_t i = 0; i < cnt; i++) f[i] = dtype_bf16_to_float(((const uint16_t *)t->data)[i]);
-        break;
+    case CINFER_DTYPE_BFLOAT16: cpu_convert_half_to_float(t->dtype, t->data, f, cnt); break;
     case CINFER_DTYPE_INT8: for (int64_t i = 0; i < cnt; i++) f[i] = ((const int8_t *)t->data)[i]; break;
     case CINFER_DTYPE_UINT8: for (int64_t i = 0; i < cnt; i++) f[i] = ((const uint8_t *)t->data)[i]; break;
     default: break;
@@ -210,11 +207,7 @@ static void stage_out(tensor *t, const float *f) {
     switch (t->dtype) {
     case CINFER_DTYPE_DOUBLE: for (int64_t i = 0; i < cnt; i++) ((double *)t->data)[i] = f[i]; break;
     case CINFER_DTYPE_FLOAT16:
-        for (int64_t i = 0; i < cnt; i++) ((uint16_t *)t->data)[i] = dtype_float_to_half(f[i]);
-        break;
-    case CINFER_DTYPE_BFLOAT16:
-        for (int64_t i = 0; i < cnt; i++) ((uint16_t *)t->data)[i] = dtype_float_to_bf16(f[i]);
-        break;
+    case CINFER_DTYPE_BFLOAT16: cpu_convert_float_to_half(t->dtype, f, t->data, cnt); break;
     case CINFER_DTYPE_INT8:
         for (int64_t i = 0; i < cnt; i++) ((int8_t *)t->data)[i] = (int8_t)lrintf(clampf(f[i], -128.0f, 127.0f));
         break;
@@ -231,6 +224,17 @@ typedef cinfer_status (*impl_fn)(const graph_node *n, const tensor *in, int num_
 
 #define STAGE_MAX 8
 
+/* Sets s to t, made a float32 view when t needs staging; returns where its copy goes in the staging block
+ * (advancing *total past it), or SIZE_MAX when it is used as it is. */
+static size_t plan_stage(const tensor *t, tensor *s, size_t *total) {
+    *s = *t;
+    if (!t->data || !staged_dtype(t->dtype)) return SIZE_MAX;
+    size_t off = *total;
+    *total += align_up((size_t)tensor_numel(t) * sizeof(float));
+    s->dtype = CINFER_DTYPE_FLOAT;
+    return off;
+}
+
 /* Runs fn with every non-float32 floating (or int8/uint8) input and output replaced by a float32 copy. */
 static cinfer_status run_staged(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
                                 impl_fn fn) {
@@ -239,22 +243,8 @@ static cinfer_status run_staged(const graph_node *n, const tensor *in, int num_i
     tensor sin[STAGE_MAX], sout[STAGE_MAX];
     size_t off_in[STAGE_MAX], off_out[STAGE_MAX], total = 0;
     /* the staged operands keep their data pointers while measuring (present/absent is all that is read) */
-    for (int i = 0; i < num_in; i++) {
-        sin[i] = in[i];
-        off_in[i] = SIZE_MAX;
-        if (!in[i].data || !staged_dtype(in[i].dtype)) continue;
-        off_in[i] = total;
-        total += align_up((size_t)tensor_numel(&in[i]) * sizeof(float));
-        sin[i].dtype = CINFER_DTYPE_FLOAT;
-    }
-    for (int j = 0; j < num_out; j++) {
-        sout[j] = out[j];
-        off_out[j] = SIZE_MAX;
-        if (!out[j].data || !staged_dtype(out[j].dtype)) continue;
-        off_out[j] = total;
-        total += align_up((size_t)tensor_numel(&out[j]) * sizeof(float));
-        sout[j].dtype = CINFER_DTYPE_FLOAT;
-    }
+    for (int i = 0; i < num_in; i++) off_in[i] = plan_stage(&in[i], &sin[i], &total);
+    for (int j = 0; j < num_out; j++) off_out[j] = plan_stage(&out[j], &sout[j], &total);
     scratch sc = {.measure = true, .size = 0, .base = NULL};
     CINFER_TRY(fn(n, sin, num_in, sout, num_out, &sc));
     char *base = cpu_scratch(total + sc.size > 0 ? total + sc.size : 1);

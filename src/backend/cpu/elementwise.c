@@ -127,15 +127,6 @@ static void ew_exec(const ew_plan *p, ew_seg_fn f, const void *const base[3], vo
     }
 }
 
-/* bulk float16/bfloat16 conversions (elementwise_cast.c) */
-
-static float half_load(cinfer_dtype t, uint16_t v) {
-    return t == CINFER_DTYPE_FLOAT16 ? dtype_half_to_float(v) : dtype_bf16_to_float(v);
-}
-static uint16_t half_store(cinfer_dtype t, float v) {
-    return t == CINFER_DTYPE_FLOAT16 ? dtype_float_to_half(v) : dtype_float_to_bf16(v);
-}
-
 /* float16/bfloat16 operands: converts chunks to float32, runs the float32 segment, converts back. */
 static void seg_half_adapter(const void *const in[3], const int64_t s[3], void *out, int64_t n, const ew_ctx *ctx) {
     float buf[2][EW_CHUNK], res[EW_CHUNK];
@@ -630,7 +621,7 @@ static cinfer_status run_mean(const graph_node *n, const tensor *in, int num_in,
         for (int64_t i = 0; i < total; i++) y[i] /= num_in;
     } else {
         uint16_t *y = out[0].data;
-        for (int64_t i = 0; i < total; i++) y[i] = half_store(t, half_load(t, y[i]) / (float)num_in);
+        for (int64_t i = 0; i < total; i++) y[i] = cpu_half_store(t, cpu_half_load(t, y[i]) / (float)num_in);
     }
     return CINFER_OK;
 }

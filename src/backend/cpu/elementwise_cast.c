@@ -80,16 +80,6 @@ static const cast_fn cast_table[CINFER_DTYPE_BFLOAT16 + 1][CINFER_DTYPE_BFLOAT16
 #define CAST_CLONES
 #endif
 
-static inline uint32_t cast_fbits(float f) {
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-static inline float cast_bitsf(uint32_t b) {
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
 static inline uint32_t cast_sel(bool c, uint32_t a, uint32_t b) {
     uint32_t m = 0u - (uint32_t)c;
     return (a & m) | (b & ~m);
@@ -101,18 +91,18 @@ CAST_CLONES static void cast_f16_to_f32(const uint16_t *restrict src, float *res
         uint32_t normal = ((h & 0x7fff) << 13) + 0x38000000u;   /* rebias the exponent by 127 - 15 */
         uint32_t special = ((h & 0x7fff) << 13) + 0x70000000u;  /* inf/NaN: exponent 255 */
         /* subnormal: 0.5 + m*2^-24 is exact in float; subtracting 0.5 leaves m*2^-24 */
-        uint32_t sub = cast_fbits(cast_bitsf(0x3f000000u | (h & 0x3ff)) - 0.5f);
-        dst[i] = cast_bitsf(sign | cast_sel(e == 0, sub, cast_sel(e == 0x7c00, special, normal)));
+        uint32_t sub = cpu_f32_bits(cpu_bits_f32(0x3f000000u | (h & 0x3ff)) - 0.5f);
+        dst[i] = cpu_bits_f32(sign | cast_sel(e == 0, sub, cast_sel(e == 0x7c00, special, normal)));
     }
 }
 
 CAST_CLONES static void cast_f32_to_f16(const float *restrict src, uint16_t *restrict dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        uint32_t x = cast_fbits(src[i]), a = x & 0x7fffffffu, sign = (x >> 16) & 0x8000;
+        uint32_t x = cpu_f32_bits(src[i]), a = x & 0x7fffffffu, sign = (x >> 16) & 0x8000;
         /* normal: drop 13 bits with round to nearest even; a carry may roll into the exponent (or inf) */
         uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1)) >> 13;
         /* below 2^-14: adding 0.5 rounds |f| to a multiple of 2^-24, the half subnormal step */
-        uint32_t sub = cast_fbits(cast_bitsf(a) + 0.5f) - 0x3f000000u;
+        uint32_t sub = cpu_f32_bits(cpu_bits_f32(a) + 0.5f) - 0x3f000000u;
         uint32_t h = cast_sel(a < 0x38800000u, sub, normal);
         h = cast_sel(a >= 0x47800000u, 0x7c00u, h);
         h = cast_sel(a > 0x7f800000u, 0x7e00u, h);
@@ -121,12 +111,12 @@ CAST_CLONES static void cast_f32_to_f16(const float *restrict src, uint16_t *res
 }
 
 static void cast_bf16_to_f32(const uint16_t *restrict src, float *restrict dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = cast_bitsf((uint32_t)src[i] << 16);
+    for (int64_t i = 0; i < n; i++) dst[i] = cpu_bits_f32((uint32_t)src[i] << 16);
 }
 
 static void cast_f32_to_bf16(const float *restrict src, uint16_t *restrict dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        uint32_t x = cast_fbits(src[i]);
+        uint32_t x = cpu_f32_bits(src[i]);
         uint32_t r = (x + 0x7fffu + ((x >> 16) & 1)) >> 16;
         dst[i] = (uint16_t)cast_sel((x & 0x7fffffffu) > 0x7f800000u, (x >> 16) | 0x40, r);
     }
@@ -141,8 +131,6 @@ void cpu_convert_float_to_half(cinfer_dtype t, const float *src, uint16_t *dst, 
     if (t == CINFER_DTYPE_FLOAT16) cast_f32_to_f16(src, dst, n);
     else cast_f32_to_bf16(src, dst, n);
 }
-
-static bool is_half(cinfer_dtype t) { return t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16; }
 
 /* double -> float16/bfloat16 with one rounding: round to odd into float32 (24 bits, more than two
  * beyond the target's), then round to nearest even into the target. */
@@ -163,7 +151,7 @@ static void cast_range(cinfer_dtype from, cinfer_dtype to, const void *xv, void 
     const char *x = (const char *)xv + (size_t)lo * es;
     char *y = (char *)yv + (size_t)lo * ed;
     int64_t n = hi - lo;
-    if (!is_half(from) && !is_half(to)) {
+    if (!cpu_is_half(from) && !cpu_is_half(to)) {
         cast_table[from][to](x, y, n);
         return;
     }
@@ -173,13 +161,13 @@ static void cast_range(cinfer_dtype from, cinfer_dtype to, const void *xv, void 
         int64_t m = n - i0 < CAST_CHUNK ? n - i0 : CAST_CHUNK;
         const char *xs = x + (size_t)i0 * es;
         char *ys = y + (size_t)i0 * ed;
-        if (is_half(from)) {
+        if (cpu_is_half(from)) {
             if (to == CINFER_DTYPE_FLOAT) {
                 cpu_convert_half_to_float(from, (const uint16_t *)xs, (float *)ys, m);
                 continue;
             }
             cpu_convert_half_to_float(from, (const uint16_t *)xs, fbuf, m);
-            if (is_half(to)) cpu_convert_float_to_half(to, fbuf, (uint16_t *)ys, m);
+            if (cpu_is_half(to)) cpu_convert_float_to_half(to, fbuf, (uint16_t *)ys, m);
             else cast_table[CINFER_DTYPE_FLOAT][to](fbuf, ys, m);
         } else if (from == CINFER_DTYPE_FLOAT) {
             cpu_convert_float_to_half(to, (const float *)xs, (uint16_t *)ys, m);
@@ -192,7 +180,7 @@ static void cast_range(cinfer_dtype from, cinfer_dtype to, const void *xv, void 
 }
 
 static bool cast_known(cinfer_dtype t) {
-    return (unsigned)t <= CINFER_DTYPE_BFLOAT16 && (is_half(t) || cast_table[t][CINFER_DTYPE_FLOAT] != NULL);
+    return (unsigned)t <= CINFER_DTYPE_BFLOAT16 && (cpu_is_half(t) || cast_table[t][CINFER_DTYPE_FLOAT] != NULL);
 }
 
 /* Cast (target from the 'to' attribute) and CastLike (target is input 1's dtype); the schema has set

@@ -71,27 +71,12 @@ typedef void (*un_fn)(const void *x, void *y, int64_t n, const un_params *p);
 
 /* ---- float32 math the compiler can vectorise (libm calls cannot be): branch-free, every lane computes
  * each path and selects. Max errors measured against double libm over all floats. ---- */
-static inline float fm_bits_to_float(uint32_t b) {
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-static inline uint32_t fm_float_bits(float f) {
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-/* c ? a : b as a bit mask: GCC will not if-convert a ternary whose arm it sank a trapping FP op into */
-static inline float fm_sel(bool c, float a, float b) {
-    uint32_t m = 0u - (uint32_t)c;
-    return fm_bits_to_float((fm_float_bits(a) & m) | (fm_float_bits(b) & ~m));
-}
 /* exp(x): x = n*ln2 + r with |r| <= ln2/2, e^r by a polynomial (Cephes' expf coefficients), 2^n applied
  * as two factors so huge and subnormal results stay right (within 1 ulp). */
 static inline float fm_expf(float x) {
     const float hi = 88.72283935546875f, lo = -103.972084045410f;
-    float xc = fm_sel(!(x >= lo), lo, x); /* NaN too, so the int conversion below stays in range */
-    xc = fm_sel(xc > hi, hi, xc);
+    float xc = cpu_select_f32(!(x >= lo), lo, x); /* NaN too, so the int conversion below stays in range */
+    xc = cpu_select_f32(xc > hi, hi, xc);
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -103,10 +88,10 @@ static inline float fm_expf(float x) {
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
     int32_t ni = (int32_t)n, h1 = ni / 2, h2 = ni - h1;
-    float y = p * fm_bits_to_float((uint32_t)(h1 + 127) << 23) * fm_bits_to_float((uint32_t)(h2 + 127) << 23);
-    y = fm_sel(x < lo, 0.0f, y);
-    y = fm_sel(x > hi, INFINITY, y);
-    return fm_sel(x != x, x, y);
+    float y = p * cpu_bits_f32((uint32_t)(h1 + 127) << 23) * cpu_bits_f32((uint32_t)(h2 + 127) << 23);
+    y = cpu_select_f32(x < lo, 0.0f, y);
+    y = cpu_select_f32(x > hi, INFINITY, y);
+    return cpu_select_f32(x != x, x, y);
 }
 /* tanh: odd polynomial below 0.625 (Cephes' tanhf coefficients), 1 - 2/(e^2|x| + 1) above (1.4 ulp) */
 static inline float fm_tanhf(float x) {
@@ -114,8 +99,8 @@ static inline float fm_tanhf(float x) {
     float ps = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
                 3.33332819422e-1f) * z * x + x;
     float pl = 1.0f - 2.0f / (fm_expf(2.0f * a) + 1.0f);
-    pl = fm_sel(x < 0, -pl, pl);
-    return fm_sel(a < 0.625f, ps, pl);
+    pl = cpu_select_f32(x < 0, -pl, pl);
+    return cpu_select_f32(a < 0.625f, ps, pl);
 }
 /* erf below |x| = 0.921875: x*P(x^2), a least-squares fit of erf(x)/x (2.8 ulp in float) */
 #define FM_ERF_SPLIT 0.921875f
@@ -132,7 +117,7 @@ static inline float fm_erf_small(float x) {
 /* erfc(a) for a in [0.921875, 3.92]: exp(Q(a - 2.4)), Q a least-squares fit of log(erfc); relative error
  * about 2e-6. a is clamped to 3.92, past which erf is 1 in float. */
 static inline float fm_erfc_mid(float a) {
-    float u = fm_sel(a > 3.92f, 3.92f, a) - 2.4f;
+    float u = cpu_select_f32(a > 3.92f, 3.92f, a) - 2.4f;
     float q = 1.6546948118931583e-06f;
     q = q * u - 1.4586366136016508e-05f;
     q = q * u + 8.699400572700634e-05f;
@@ -148,30 +133,30 @@ static inline float fm_erfc_mid(float a) {
 static inline float fm_erff(float x) {
     float a = fabsf(x);
     float large = 1.0f - fm_erfc_mid(a);
-    large = fm_sel(x < 0, -large, large);
-    return fm_sel(a < FM_ERF_SPLIT, fm_erf_small(x), large);
+    large = cpu_select_f32(x < 0, -large, large);
+    return cpu_select_f32(a < FM_ERF_SPLIT, fm_erf_small(x), large);
 }
 /* Gelu 0.5*x*(1 + erf(x/sqrt2)); for z = x/sqrt2 past the split 1 + erf(z) is taken as erfc(-z) or
  * 2 - erfc(z), which avoids 1 + erf's cancellation in the negative tail; below z = -3.92 the result
  * (under 2e-8 in size) is 0. */
 static inline float fm_geluf(float x) {
     float z = x * (float)M_SQRT1_2, a = fabsf(z);
-    float c = fm_sel(a > 3.92f, 0.0f, fm_erfc_mid(a));
-    float s = fm_sel(a < FM_ERF_SPLIT, 1.0f + fm_erf_small(z), fm_sel(z < 0, c, 2.0f - c));
+    float c = cpu_select_f32(a > 3.92f, 0.0f, fm_erfc_mid(a));
+    float s = cpu_select_f32(a < FM_ERF_SPLIT, 1.0f + fm_erf_small(z), cpu_select_f32(z < 0, c, 2.0f - c));
     return 0.5f * x * s;
 }
 /* Mish x*tanh(ln(1 + e^x)) = x*n/(n + 2) with n = e^x(e^x + 2); x itself once e^x swamps the 2 */
 static inline float fm_mishf(float x) {
     float e = fm_expf(x), n = e * (e + 2.0f);
     float y = x * n / (n + 2.0f);
-    y = fm_sel(x < -100.0f, -0.0f, y);
-    return fm_sel(x > 20.0f, x, y);
+    y = cpu_select_f32(x < -100.0f, -0.0f, y);
+    return cpu_select_f32(x > 20.0f, x, y);
 }
 
 /* ---- numerically careful helpers ---- */
 static inline float softplusf(float x) { return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
 static inline double softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
-static inline float clamp01f(float v) { return fm_sel(v > 1.0f, 1.0f, fm_sel(v < 0.0f, 0.0f, v)); }
+static inline float clamp01f(float v) { return cpu_select_f32(v > 1.0f, 1.0f, cpu_select_f32(v < 0.0f, 0.0f, v)); }
 static inline double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
 
 /* ---- math ---- */
@@ -221,7 +206,7 @@ UN_DEF(un_not_b8, uint8_t, uint8_t, uint8_t, x == 0)
 /* ---- activations (alpha, beta, gamma from attributes) ---- */
 UN_FLOAT(un_relu, x < 0 ? 0.0f : x, x < 0 ? 0.0 : x) /* NaN passes through */
 UN_SIGNED(UN_DEF_INT, un_relu, x < 0 ? 0 : x)
-UN_FLOAT(un_leaky_relu, fm_sel(x < 0, p->alpha * x, x), x < 0 ? p->alpha * x : x)
+UN_FLOAT(un_leaky_relu, cpu_select_f32(x < 0, p->alpha * x, x), x < 0 ? p->alpha * x : x)
 UN_FLOAT_FAST(un_sigmoid, 1.0f / (1.0f + fm_expf(-x)), 1.0 / (1.0 + exp(-x)))
 UN_FLOAT_FAST(un_hard_sigmoid, clamp01f(p->alpha * x + p->beta), clamp01((double)p->alpha * x + p->beta))
 UN_FLOAT_FAST(un_hard_swish, x * clamp01f(x * (1.0f / 6) + 0.5f), x * clamp01(x / 6 + 0.5))
@@ -234,7 +219,7 @@ UN_FLOAT(un_celu, (x > 0 ? x : 0.0f) + fminf(0.0f, p->alpha * expm1f(x / p->alph
          (x > 0 ? x : 0.0) + fmin(0.0, p->alpha * expm1(x / p->alpha)))
 UN_FLOAT(un_thresholded_relu, x > p->alpha ? x : 0.0f, x > p->alpha ? x : 0.0)
 UN_FLOAT_FAST(un_mish, fm_mishf(x), x * tanh(softplus(x)))
-UN_FLOAT(un_shrink, fm_sel(x < -p->alpha, x + p->beta, fm_sel(x > p->alpha, x - p->beta, 0.0f)),
+UN_FLOAT(un_shrink, cpu_select_f32(x < -p->alpha, x + p->beta, cpu_select_f32(x > p->alpha, x - p->beta, 0.0f)),
          x < -p->alpha ? x + p->beta : x > p->alpha ? x - p->beta : 0.0)
 UN_FLOAT_FAST(un_gelu, fm_geluf(x), 0.5 * x * erfc(-x * M_SQRT1_2))
 #define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
@@ -242,7 +227,7 @@ UN_FLOAT_FAST(un_gelu, fm_geluf(x), 0.5 * x * erfc(-x * M_SQRT1_2))
  * negative tail */
 static inline float fm_gelu_tanhf(float x) {
     float u = (float)GELU_K * (x + 0.044715f * x * x * x);
-    return fm_sel(x < -100.0f, -0.0f, x / (1.0f + fm_expf(-2.0f * u))); /* -inf/inf would be NaN */
+    return cpu_select_f32(x < -100.0f, -0.0f, x / (1.0f + fm_expf(-2.0f * u))); /* -inf/inf would be NaN */
 }
 static inline double gelu_tanh(double x) {
     double u = GELU_K * (x + 0.044715 * x * x * x);
@@ -323,15 +308,6 @@ static cinfer_status un_read_params(const graph_node *n, un_params *p) {
         p->flag = (graph_attr_int(n, "detect_positive", 1) ? 1 : 0) | (graph_attr_int(n, "detect_negative", 1) ? 2 : 0);
     }
     return CINFER_OK;
-}
-
-/* bulk float16/bfloat16 conversions (elementwise_cast.c) */
-
-static float un_half_load(cinfer_dtype t, uint16_t v) {
-    return t == CINFER_DTYPE_FLOAT16 ? dtype_half_to_float(v) : dtype_bf16_to_float(v);
-}
-static uint16_t un_half_store(cinfer_dtype t, float v) {
-    return t == CINFER_DTYPE_FLOAT16 ? dtype_float_to_half(v) : dtype_float_to_bf16(v);
 }
 
 /* Runs [lo, hi): directly, or for float16/bfloat16 through float32 chunks. */
@@ -429,16 +405,16 @@ cinfer_status cpu_run_clip(const graph_node *n, const tensor *in, int num_in, te
         cinfer_dtype t = in[0].dtype;
         const uint16_t *x = in[0].data;
         uint16_t *y = out[0].data;
-        float lo = has_lo ? un_half_load(t, *(const uint16_t *)in[1].data) : -INFINITY;
-        float hi = has_hi ? un_half_load(t, *(const uint16_t *)in[2].data) : INFINITY;
+        float lo = has_lo ? cpu_half_load(t, *(const uint16_t *)in[1].data) : -INFINITY;
+        float hi = has_hi ? cpu_half_load(t, *(const uint16_t *)in[2].data) : INFINITY;
         for (int64_t i = 0; i < total; i++) {
-            float v = un_half_load(t, x[i]);
+            float v = cpu_half_load(t, x[i]);
             if (v != v) {
                 y[i] = x[i];
                 continue;
             }
             v = v < lo ? lo : v;
-            y[i] = un_half_store(t, v > hi ? hi : v);
+            y[i] = cpu_half_store(t, v > hi ? hi : v);
         }
         return CINFER_OK;
     }

@@ -4,37 +4,13 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 #define PAR_MIN 16384 /* output elements below which a kernel stays on one thread */
 
 /* defined in image_resize.c */
 cinfer_status cpu_run_resize(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-
-static double load_f(const void *p, cinfer_dtype t, int64_t i) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: return ((const float *)p)[i];
-    case CINFER_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case CINFER_DTYPE_FLOAT16: return dtype_half_to_float(((const uint16_t *)p)[i]);
-    case CINFER_DTYPE_BFLOAT16: return dtype_bf16_to_float(((const uint16_t *)p)[i]);
-    default: return 0;
-    }
-}
-
-static void store_f(void *p, cinfer_dtype t, int64_t i, double v) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
-    case CINFER_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case CINFER_DTYPE_FLOAT16: ((uint16_t *)p)[i] = dtype_float_to_half((float)v); break;
-    case CINFER_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = dtype_float_to_bf16((float)v); break;
-    default: break;
-    }
-}
-
-static bool is_float_type(cinfer_dtype t) {
-    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_DOUBLE || t == CINFER_DTYPE_FLOAT16 ||
-           t == CINFER_DTYPE_BFLOAT16;
-}
 
 /* ---------------------------------------------------------------------------------------------------
  * GridSample: per output point, the taps of each spatial dim (1 nearest, 2 linear, 4 cubic) combine into
@@ -88,8 +64,8 @@ static cinfer_status run_grid_sample(const graph_node *n, const tensor *in, int 
     (void)num_in; (void)num_out;
     const tensor *x = &in[0], *grid = &in[1];
     tensor *y = &out[0];
-    if (!is_float_type(x->dtype)) return cpu_unsupported_dtype(n, x->dtype);
-    if (!is_float_type(grid->dtype)) return cpu_unsupported_dtype(n, grid->dtype);
+    if (!dtype_is_float(x->dtype)) return cpu_unsupported_dtype(n, x->dtype);
+    if (!dtype_is_float(grid->dtype)) return cpu_unsupported_dtype(n, grid->dtype);
     const char *ms = graph_attr_string(n, "mode", n->opset < 20 ? "bilinear" : "linear");
     int mode = strcmp(ms, "nearest") == 0 ? GS_NEAREST
                : (strcmp(ms, "cubic") == 0 || strcmp(ms, "bicubic") == 0) ? GS_CUBIC : GS_LINEAR;
@@ -104,7 +80,7 @@ static cinfer_status run_grid_sample(const graph_node *n, const tensor *in, int 
     }
     if (tensor_numel(y) == 0) return CINFER_OK;
     if (plane == 0) { /* nothing to sample from: every mode reads padding */
-        for (int64_t i = 0; i < tensor_numel(y); i++) store_f(y->data, y->dtype, i, 0.0);
+        for (int64_t i = 0; i < tensor_numel(y); i++) cpu_store_f64(y->data, y->dtype, i, 0.0);
         return CINFER_OK;
     }
     int64_t stride[3] = {1, 1, 1};
@@ -120,7 +96,7 @@ static cinfer_status run_grid_sample(const graph_node *n, const tensor *in, int 
         for (int d = 0; d < r; d++) {
             int64_t len = x->dims[2 + d];
             /* the grid's last axis lists coordinates innermost dim first (x, y, z) */
-            float g = (float)load_f(grid->data, grid->dtype, (b * P + pt) * r + (r - 1 - d));
+            float g = (float)cpu_load_f64(grid->data, grid->dtype, (b * P + pt) * r + (r - 1 - d));
             float c = align ? (g + 1) / 2.0f * (float)(len - 1) : ((g + 1) * (float)len - 1) / 2.0f;
             double lo = align ? 0.0 : -0.5, hi = align ? (double)len - 1 : (double)len - 0.5;
             if (mode == GS_NEAREST) c = nearbyintf(c);
@@ -180,8 +156,9 @@ static cinfer_status run_grid_sample(const graph_node *n, const tensor *in, int 
                 ((float *)y->data)[o] = acc;
             } else {
                 double acc = 0;
-                for (int k = 0; k < m; k++) acc += (double)wts[k] * load_f(x->data, x->dtype, base + offs[k]);
-                store_f(y->data, y->dtype, o, acc);
+                for (int k = 0; k < m; k++)
+                    acc += (double)wts[k] * cpu_load_f64(x->data, x->dtype, base + offs[k]);
+                cpu_store_f64(y->data, y->dtype, o, acc);
             }
         }
     }
@@ -203,7 +180,7 @@ static cinfer_status run_affine_grid(const graph_node *n, const tensor *in, int 
     (void)num_in; (void)num_out;
     const tensor *theta = &in[0];
     tensor *y = &out[0];
-    if (!is_float_type(theta->dtype)) return cpu_unsupported_dtype(n, theta->dtype);
+    if (!dtype_is_float(theta->dtype)) return cpu_unsupported_dtype(n, theta->dtype);
     bool align = graph_attr_int(n, "align_corners", 0) != 0;
     int r = y->ndim - 2; /* 2 or 3 spatial dims */
     int64_t N = y->dims[0], P = 1;
@@ -223,8 +200,8 @@ static cinfer_status run_affine_grid(const graph_node *n, const tensor *in, int 
         for (int row = 0; row < r; row++) {
             double acc = 0;
             int64_t t0 = (b * r + row) * (r + 1);
-            for (int k = 0; k <= r; k++) acc += load_f(theta->data, theta->dtype, t0 + k) * base[k];
-            store_f(y->data, y->dtype, job * r + row, acc);
+            for (int k = 0; k <= r; k++) acc += cpu_load_f64(theta->data, theta->dtype, t0 + k) * base[k];
+            cpu_store_f64(y->data, y->dtype, job * r + row, acc);
         }
     }
     return CINFER_OK;
@@ -281,7 +258,7 @@ static cinfer_status run_col2im(const graph_node *n, const tensor *in, int num_i
     (void)num_in; (void)num_out;
     const tensor *x = &in[0];
     tensor *y = &out[0];
-    if (!is_float_type(x->dtype)) return cpu_unsupported_dtype(n, x->dtype);
+    if (!dtype_is_float(x->dtype)) return cpu_unsupported_dtype(n, x->dtype);
     int r = (int)tensor_numel(&in[1]);
     size_t nd = 0, np = 0, ns = 0;
     const int64_t *dil = graph_attr_ints(n, "dilations", &nd), *pads = graph_attr_ints(n, "pads", &np),
@@ -333,12 +310,12 @@ static cinfer_status run_col2im(const graph_node *n, const tensor *in, int num_i
                     }
                     off += p * istr[d];
                 }
-                if (inside) dst[off] += load_f(x->data, x->dtype, row + bi);
+                if (inside) dst[off] += cpu_load_f64(x->data, x->dtype, row + bi);
             }
         }
     }
     int64_t total = N * C * plane;
-    for (int64_t i = 0; i < total; i++) store_f(y->data, y->dtype, i, acc[i]);
+    for (int64_t i = 0; i < total; i++) cpu_store_f64(y->data, y->dtype, i, acc[i]);
     return CINFER_OK;
 }
 

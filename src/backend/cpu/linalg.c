@@ -8,29 +8,10 @@
 #include <cblas.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 /* ---- float staging for float16 / bfloat16 ---- */
-
-static bool is_half(cinfer_dtype t) { return t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16; }
-
-static void stage_to_float(const tensor *t, float *f) {
-    int64_t cnt = tensor_numel(t);
-    const uint16_t *h = t->data;
-    if (t->dtype == CINFER_DTYPE_FLOAT16)
-        for (int64_t i = 0; i < cnt; i++) f[i] = dtype_half_to_float(h[i]);
-    else
-        for (int64_t i = 0; i < cnt; i++) f[i] = dtype_bf16_to_float(h[i]);
-}
-
-static void stage_from_float(tensor *t, const float *f) {
-    int64_t cnt = tensor_numel(t);
-    uint16_t *h = t->data;
-    if (t->dtype == CINFER_DTYPE_FLOAT16)
-        for (int64_t i = 0; i < cnt; i++) h[i] = dtype_float_to_half(f[i]);
-    else
-        for (int64_t i = 0; i < cnt; i++) h[i] = dtype_float_to_bf16(f[i]);
-}
 
 typedef cinfer_status (*kernel_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
@@ -59,12 +40,12 @@ static cinfer_status run_staged(const graph_node *n, const tensor *in, int num_i
         if (in[i].dtype == CINFER_DTYPE_UNDEFINED) continue;
         sin[i].dtype = CINFER_DTYPE_FLOAT;
         sin[i].data = base + off[i];
-        stage_to_float(&in[i], sin[i].data);
+        cpu_convert_half_to_float(in[i].dtype, in[i].data, sin[i].data, tensor_numel(&in[i]));
     }
     sout.dtype = CINFER_DTYPE_FLOAT;
     sout.data = base + out_off;
     cinfer_status st = fn(n, sin, num_in, &sout, num_out > 1 ? 1 : num_out);
-    if (st == CINFER_OK) stage_from_float(&out[0], sout.data);
+    if (st == CINFER_OK) cpu_convert_float_to_half(out[0].dtype, sout.data, out[0].data, tensor_numel(&out[0]));
     return st;
 }
 
@@ -154,10 +135,25 @@ static matmul_fn matmul_for(cinfer_dtype t) {
 
 /* ---- MatMul ---- */
 
+/* Offsets, in whole matrices, of A's and B's operands for batch i of the broadcast batch dims bdims[nb]
+ * (sa, sb: the operands' batch strides, 0 where one broadcasts). */
+static inline void batch_offsets(int64_t i, int nb, const int64_t *bdims, const int64_t *sa, const int64_t *sb,
+                                 int64_t *oa, int64_t *ob) {
+    int64_t rem = i, a = 0, b = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t idx = rem % bdims[d];
+        rem /= bdims[d];
+        a += idx * sa[d];
+        b += idx * sb[d];
+    }
+    *oa = a;
+    *ob = b;
+}
+
 static cinfer_status run_matmul(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     const tensor *a = &in[0], *b = &in[1];
     tensor *y = &out[0];
-    if (is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_matmul);
+    if (cpu_is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_matmul);
     matmul_fn mm = matmul_for(a->dtype);
     if (!mm) return cpu_unsupported_dtype(n, a->dtype);
     if (a->ndim < 1 || b->ndim < 1 || b->dtype != a->dtype)
@@ -212,26 +208,16 @@ static cinfer_status run_matmul(const graph_node *n, const tensor *in, int num_i
         batch * m * nn * k >= ((int64_t)1 << 17)) {
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (int64_t i = 0; i < batch; i++) {
-            int64_t rem = i, oa = 0, ob = 0;
-            for (int d = nb - 1; d >= 0; d--) {
-                int64_t idx = rem % bdims[d];
-                rem /= bdims[d];
-                oa += idx * sa[d];
-                ob += idx * sb[d];
-            }
+            int64_t oa, ob;
+            batch_offsets(i, nb, bdims, sa, sb, &oa, &ob);
             matmul_f32_small(m, nn, k, (const float *)ap + oa * m * k, (const float *)bp + ob * k * nn,
                              (float *)yp + i * m * nn);
         }
         return CINFER_OK;
     }
     for (int64_t i = 0; i < batch; i++) {
-        int64_t rem = i, oa = 0, ob = 0;
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t idx = rem % bdims[d];
-            rem /= bdims[d];
-            oa += idx * sa[d];
-            ob += idx * sb[d];
-        }
+        int64_t oa, ob;
+        batch_offsets(i, nb, bdims, sa, sb, &oa, &ob);
         mm(m, nn, k, ap + (size_t)(oa * m * k) * es, bp + (size_t)(ob * k * nn) * es, yp + (size_t)(i * m * nn) * es);
     }
     return CINFER_OK;
@@ -281,7 +267,7 @@ static cinfer_status run_gemm(const graph_node *n, const tensor *in, int num_in,
     const tensor *a = &in[0], *b = &in[1];
     const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
-    if (is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
+    if (cpu_is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
     if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': A and B must be 2-D", n->name);
     bool ta = graph_attr_int(n, "transA", 0) != 0, tb = graph_attr_int(n, "transB", 0) != 0;

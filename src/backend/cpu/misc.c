@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 #define PAR_MIN 32768 /* elements below which a kernel stays on one thread */
@@ -14,26 +15,6 @@ cinfer_status cpu_run_einsum(const graph_node *n, const tensor *in, int num_in, 
 cinfer_status cpu_run_quantize(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 cinfer_status cpu_run_dequantize(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 cinfer_status cpu_run_dynamic_quantize(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-
-static double load_f(const void *p, cinfer_dtype t, int64_t i) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: return ((const float *)p)[i];
-    case CINFER_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case CINFER_DTYPE_FLOAT16: return dtype_half_to_float(((const uint16_t *)p)[i]);
-    case CINFER_DTYPE_BFLOAT16: return dtype_bf16_to_float(((const uint16_t *)p)[i]);
-    default: return 0;
-    }
-}
-
-static void store_f(void *p, cinfer_dtype t, int64_t i, double v) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
-    case CINFER_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case CINFER_DTYPE_FLOAT16: ((uint16_t *)p)[i] = dtype_float_to_half((float)v); break;
-    case CINFER_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = dtype_float_to_bf16((float)v); break;
-    default: break;
-    }
-}
 
 /* ---------------------------------------------------------------------------------------------------
  * CumSum, CumProd: x viewed as [outer, len, inner]; each inner lane scans along len. Reads element i
@@ -163,9 +144,9 @@ static cinfer_status run_loss(const graph_node *n, const tensor *in, int num_in,
         return cpu_unsupported_dtype(n, x->dtype);
     int64_t N = x->dims[0], C = x->dims[1], D = 1;
     for (int d = 2; d < x->ndim; d++) D *= x->dims[d];
-    /* float32 reads directly (the common case); other types through load_f */
+    /* float32 reads directly (the common case); other types through cpu_load_f64 */
     const float *xf = x->dtype == CINFER_DTYPE_FLOAT ? x->data : NULL;
-#define XV(i) (xf ? (double)xf[i] : load_f(x->data, x->dtype, (i)))
+#define XV(i) (xf ? (double)xf[i] : cpu_load_f64(x->data, x->dtype, (i)))
     int64_t count = N * D, bad = 0;
     int bad_seen = 0;
     double total = 0, wsum = 0;
@@ -184,7 +165,7 @@ static cinfer_status run_loss(const graph_node *n, const tensor *in, int num_in,
             shift = m + log(s);
             if (log_prob)
                 for (int64_t c = 0; c < C; c++)
-                    store_f(log_prob->data, log_prob->dtype, base + c * D, XV(base + c * D) - shift);
+                    cpu_store_f64(log_prob->data, log_prob->dtype, base + c * D, XV(base + c * D) - shift);
         }
         double loss = 0, w = 0;
         if (!(has_ii && t == ii)) {
@@ -196,10 +177,10 @@ static cinfer_status run_loss(const graph_node *n, const tensor *in, int num_in,
                 }
                 continue;
             }
-            w = weight ? load_f(weight->data, weight->dtype, t) : 1.0;
+            w = weight ? cpu_load_f64(weight->data, weight->dtype, t) : 1.0;
             loss = -w * (XV(base + t * D) - shift);
         }
-        if (none) store_f(out[0].data, out[0].dtype, j, loss);
+        if (none) cpu_store_f64(out[0].data, out[0].dtype, j, loss);
         total += loss;
         wsum += w;
     }
@@ -207,7 +188,7 @@ static cinfer_status run_loss(const graph_node *n, const tensor *in, int num_in,
     if (bad_seen)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': target %lld is out of range for C = %lld",
                           n->op_type, n->name, (long long)bad, (long long)C);
-    if (!none) store_f(out[0].data, out[0].dtype, 0, mean ? total / wsum : total);
+    if (!none) cpu_store_f64(out[0].data, out[0].dtype, 0, mean ? total / wsum : total);
     return CINFER_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 #include "graph/shape/misc_params.h"
 
@@ -429,7 +430,7 @@ static cinfer_status reduce_operand(const graph_node *n, misc_einsum *e, tensor 
 cinfer_status cpu_run_einsum(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     cinfer_dtype t = in[0].dtype;
-    bool half = t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
+    bool half = cpu_is_half(t);
     switch (t) {
     case CINFER_DTYPE_FLOAT: case CINFER_DTYPE_DOUBLE: case CINFER_DTYPE_FLOAT16: case CINFER_DTYPE_BFLOAT16:
     case CINFER_DTYPE_INT32: case CINFER_DTYPE_INT64: case CINFER_DTYPE_UINT32: case CINFER_DTYPE_UINT64:
@@ -465,7 +466,7 @@ cinfer_status cpu_run_einsum(const graph_node *n, const tensor *in, int num_in, 
                 goto done;
             }
             mem[nmem++] = f;
-            for (int64_t i = 0; i < cnt; i++) f[i] = (float)tensor_get_double(&in[k], i);
+            cpu_convert_half_to_float(in[k].dtype, in[k].data, f, cnt);
             ops[k].data = f;
             ops[k].dtype = CINFER_DTYPE_FLOAT;
         }
@@ -547,12 +548,7 @@ cinfer_status cpu_run_einsum(const graph_node *n, const tensor *in, int num_in, 
         }
         free(prev);
     }
-    if (st == CINFER_OK && half) {
-        const float *f = result;
-        uint16_t *h = y->data;
-        for (int64_t i = 0; i < out_count; i++)
-            h[i] = t == CINFER_DTYPE_FLOAT16 ? dtype_float_to_half(f[i]) : dtype_float_to_bf16(f[i]);
-    }
+    if (st == CINFER_OK && half) cpu_convert_float_to_half(t, result, y->data, out_count);
 done:
     for (int k = 0; mem && k < nmem; k++) free(mem[k]);
     free(mem);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 #define PAR_MIN 65536 /* elements below which a kernel stays on one thread */
@@ -57,27 +58,15 @@ static inline float round_even(float v) {
     return (v + magic) - magic;
 }
 
-/* c ? a : b through a bit mask: GCC will not if-convert a float ternary under trapping math, and the
- * branch would keep the loops from vectorising. */
-static inline float qsel(bool c, float a, float b) {
-    uint32_t m = 0u - (uint32_t)c, ua, ub;
-    memcpy(&ua, &a, 4);
-    memcpy(&ub, &b, 4);
-    uint32_t r = (ua & m) | (ub & ~m);
-    float f;
-    memcpy(&f, &r, 4);
-    return f;
-}
-
 /* v / s rounded half to even, plus z, saturated. Clamping first (NaN goes low, as the reference's int
  * cast of NaN does) keeps the rounding trick exact. */
 static inline float quant_one(float v, float s, float z, float lo, float hi) {
     v = v / s;
-    v = qsel(!(v > -1048576.0f), -1048576.0f, v);
-    v = qsel(v > 1048576.0f, 1048576.0f, v);
+    v = cpu_select_f32(!(v > -1048576.0f), -1048576.0f, v);
+    v = cpu_select_f32(v > 1048576.0f, 1048576.0f, v);
     v = round_even(v) + z;
-    v = qsel(v < lo, lo, v);
-    return qsel(v > hi, hi, v);
+    v = cpu_select_f32(v < lo, lo, v);
+    return cpu_select_f32(v > hi, hi, v);
 }
 
 #define DEFINE_QUANT_F32(NAME, T, LO, HI)                                                                     \
@@ -232,13 +221,7 @@ cinfer_status cpu_run_dequantize(const graph_node *n, const tensor *in, int num_
             int64_t e = r * q.inner + i, p = quant_param_index(&q, o, a, i);
             double d = (double)tensor_get_int(x, e) - (zp ? (double)tensor_get_int(zp, p) : 0.0);
             double v = wide ? d * load_any(scale, p) : (double)((float)d * (float)load_any(scale, p));
-            switch (y->dtype) {
-            case CINFER_DTYPE_FLOAT: ((float *)y->data)[e] = (float)v; break;
-            case CINFER_DTYPE_DOUBLE: ((double *)y->data)[e] = v; break;
-            case CINFER_DTYPE_FLOAT16: ((uint16_t *)y->data)[e] = dtype_float_to_half((float)v); break;
-            case CINFER_DTYPE_BFLOAT16: ((uint16_t *)y->data)[e] = dtype_float_to_bf16((float)v); break;
-            default: break;
-            }
+            cpu_store_f64(y->data, y->dtype, e, v);
         }
     }
     return CINFER_OK;

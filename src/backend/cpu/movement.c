@@ -396,29 +396,56 @@ static cinfer_status run_gather(const graph_node *n, const tensor *in, int num_i
     return CINFER_OK;
 }
 
+/* GatherElements / ScatterElements: walks the index tensor in order; each step gives the data element
+ * (offset in elements) that index position i addresses along the node's axis. */
+typedef struct elements_walk {
+    const tensor *idx;
+    int r, axis;
+    int64_t size; /* data->dims[axis] */
+    int64_t ds[CINFER_MAX_DIMS], coord[CINFER_MAX_DIMS];
+    int64_t base; /* data offset of coord with the axis coordinate left out */
+} elements_walk;
+
+static void elements_walk_init(elements_walk *w, const graph_node *n, const tensor *data, const tensor *idx) {
+    memset(w, 0, sizeof *w);
+    w->idx = idx;
+    w->r = data->ndim;
+    int64_t axis = graph_attr_int(n, "axis", 0);
+    if (axis < 0) axis += w->r;
+    w->axis = (int)axis;
+    w->size = data->dims[axis];
+    contiguous_strides(w->r, data->dims, w->ds);
+}
+
+/* Data offset for index position i (the walk's next one) into *off, then advances; an out-of-range index is
+ * an error. */
+static cinfer_status elements_walk_next(const graph_node *n, elements_walk *w, int64_t i, int64_t *off) {
+    int64_t v = index_at(w->idx, i);
+    if (!wrap_index(&v, w->size)) return index_error(n, index_at(w->idx, i), w->axis, w->size);
+    *off = w->base + v * w->ds[w->axis];
+    for (int d = w->r - 1; d >= 0; d--) {
+        if (d != w->axis) w->base += w->ds[d];
+        if (++w->coord[d] < w->idx->dims[d]) break;
+        if (d != w->axis) w->base -= w->ds[d] * w->idx->dims[d];
+        w->coord[d] = 0;
+    }
+    return CINFER_OK;
+}
+
 static cinfer_status run_gather_elements(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
     const tensor *data = &in[0], *idx = &in[1];
-    int r = data->ndim;
-    int64_t axis = graph_attr_int(n, "axis", 0);
-    if (axis < 0) axis += r;
     size_t es = cinfer_dtype_size(data->dtype);
-    int64_t ds[CINFER_MAX_DIMS], coord[CINFER_MAX_DIMS] = {0}, count = tensor_numel(idx), size = data->dims[axis];
-    contiguous_strides(r, data->dims, ds);
-    int64_t base = 0; /* source offset of coord with the axis coordinate left out */
+    int64_t count = tensor_numel(idx);
+    elements_walk w;
+    elements_walk_init(&w, n, data, idx);
     const char *src = data->data;
     char *dst = out[0].data;
     for (int64_t i = 0; i < count; i++) {
-        int64_t v = index_at(idx, i);
-        if (!wrap_index(&v, size)) return index_error(n, index_at(idx, i), (int)axis, size);
-        copy_block(dst + (size_t)i * es, src + (size_t)(base + v * ds[axis]) * es, es);
-        for (int d = r - 1; d >= 0; d--) {
-            if (d != axis) base += ds[d];
-            if (++coord[d] < idx->dims[d]) break;
-            if (d != axis) base -= ds[d] * idx->dims[d];
-            coord[d] = 0;
-        }
+        int64_t off = 0;
+        CINFER_TRY(elements_walk_next(n, &w, i, &off));
+        copy_block(dst + (size_t)i * es, src + (size_t)off * es, es);
     }
     return CINFER_OK;
 }
@@ -561,26 +588,17 @@ static cinfer_status run_scatter_elements(const graph_node *n, const tensor *in,
     const tensor *data = &in[0], *idx = &in[1], *upd = &in[2];
     reduction red = parse_reduction(n);
     CINFER_TRY(check_reducible(n, data->dtype, red));
-    int r = data->ndim;
-    int64_t axis = graph_attr_int(n, "axis", 0);
-    if (axis < 0) axis += r;
     size_t es = cinfer_dtype_size(data->dtype);
     copy_bytes(out[0].data, data->data, tensor_nbytes(data));
-    int64_t ds[CINFER_MAX_DIMS], coord[CINFER_MAX_DIMS] = {0}, count = tensor_numel(idx), size = data->dims[axis];
-    contiguous_strides(r, data->dims, ds);
-    int64_t base = 0;
+    int64_t count = tensor_numel(idx);
+    elements_walk w;
+    elements_walk_init(&w, n, data, idx);
     char *dst = out[0].data;
     const char *src = upd->data;
     for (int64_t i = 0; i < count; i++) {
-        int64_t v = index_at(idx, i);
-        if (!wrap_index(&v, size)) return index_error(n, index_at(idx, i), (int)axis, size);
-        reduce_into(dst + (size_t)(base + v * ds[axis]) * es, src + (size_t)i * es, 1, data->dtype, red);
-        for (int d = r - 1; d >= 0; d--) {
-            if (d != axis) base += ds[d];
-            if (++coord[d] < idx->dims[d]) break;
-            if (d != axis) base -= ds[d] * idx->dims[d];
-            coord[d] = 0;
-        }
+        int64_t off = 0;
+        CINFER_TRY(elements_walk_next(n, &w, i, &off));
+        reduce_into(dst + (size_t)off * es, src + (size_t)i * es, 1, data->dtype, red);
     }
     return CINFER_OK;
 }

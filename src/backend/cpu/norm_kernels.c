@@ -3,6 +3,7 @@
  * deviations) over data that stays in cache; OpenMP spreads the rows. */
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_staging.h"
 #include "backend/cpu/reduce_family.h"
 
 /* ---- per-row statistics: float uses the vectorised lanes, double plain loops ---- */
@@ -31,15 +32,7 @@ DEFINE_ROW_STATS(row_stats_f32, float, sum_f32, sumsq_f32)
 DEFINE_ROW_STATS(row_stats_f64, double, sum_f64, sumsq_f64)
 
 /* Writes one statistic (LayerNormalization's Mean / InvStdDev, dtype from stash_type). */
-static void store_stat(tensor *t, int64_t i, double v) {
-    switch (t->dtype) {
-    case CINFER_DTYPE_FLOAT: ((float *)t->data)[i] = (float)v; break;
-    case CINFER_DTYPE_DOUBLE: ((double *)t->data)[i] = v; break;
-    case CINFER_DTYPE_FLOAT16: ((uint16_t *)t->data)[i] = dtype_float_to_half((float)v); break;
-    case CINFER_DTYPE_BFLOAT16: ((uint16_t *)t->data)[i] = dtype_float_to_bf16((float)v); break;
-    default: break;
-    }
-}
+static void store_stat(tensor *t, int64_t i, double v) { cpu_store_f64(t->data, t->dtype, i, v); }
 
 static bool stat_dtype_ok(const tensor *t) {
     return t->dtype == CINFER_DTYPE_FLOAT || t->dtype == CINFER_DTYPE_DOUBLE || cpu_red_is_half(t->dtype);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "backend/cpu/reduce_family.h"
+#include "graph/shape/reduce_params.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Reduction plan. Input dims are grouped (size-1 dims dropped, neighbours with the same reduced/kept
@@ -76,40 +77,6 @@ static cinfer_status plan_build(const graph_node *n, const tensor *x, const bool
     }
     plan_offsets(gsize, gstride, ng % 2, ng - 2, p->base, p->outer);
     plan_offsets(gsize, gstride, (ng - 1) % 2, ng - 1, p->roff, p->red);
-    return CINFER_OK;
-}
-
-/* Which axes a Reduce* node reduces (mirrors graph/shape/reduce.c: input `axes` when present, else the
- * attribute; empty means all, or none with noop_with_empty_axes). */
-static cinfer_status reduce_axes_mask(const graph_node *n, const tensor *in, int num_in, bool mask[CINFER_MAX_DIMS]) {
-    int rank = in[0].ndim;
-    for (int d = 0; d < CINFER_MAX_DIMS; d++) mask[d] = false;
-    const tensor *axes = num_in > 1 && in[1].dtype != CINFER_DTYPE_UNDEFINED ? &in[1] : NULL;
-    const int64_t *attr = NULL;
-    int64_t count = 0;
-    if (axes) {
-        count = tensor_numel(axes);
-        if (count > 0 && (!axes->data || !dtype_is_integer(axes->dtype)))
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axes must be a known int64 tensor",
-                              n->op_type, n->name);
-    } else {
-        size_t c = 0;
-        attr = graph_attr_ints(n, "axes", &c);
-        count = attr ? (int64_t)c : 0;
-    }
-    if (count == 0) {
-        if (!graph_attr_int(n, "noop_with_empty_axes", 0))
-            for (int d = 0; d < rank; d++) mask[d] = true;
-        return CINFER_OK;
-    }
-    for (int64_t k = 0; k < count; k++) {
-        int64_t a = axes ? tensor_get_int(axes, k) : attr[k];
-        int64_t na = a < 0 ? a + rank : a;
-        if (na < 0 || na >= rank || mask[na])
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %lld is out of range for rank %d "
-                              "or repeated", n->op_type, n->name, (long long)a, rank);
-        mask[na] = true;
-    }
     return CINFER_OK;
 }
 
@@ -339,7 +306,7 @@ static cinfer_status run_reduce_op(const graph_node *n, const tensor *in, int nu
     const reduce_fn *tab = reduce_table(is_bool ? CINFER_DTYPE_UINT8 : dt);
     if (!tab || !tab[op]) return cpu_unsupported_dtype(n, dt);
     bool mask[CINFER_MAX_DIMS];
-    CINFER_TRY(reduce_axes_mask(n, in, num_in, mask));
+    CINFER_TRY(reduce_compute_axes(n, in, num_in, mask));
     int64_t total = tensor_numel(&out[0]);
     if (total == 0) return CINFER_OK;
     reduce_plan p;
@@ -539,13 +506,6 @@ static cinfer_status run_mvn(const graph_node *n, const tensor *in, int num_in, 
 /* ---------------------------------------------------------------------------------------------------
  * Half-type bridge: float32 copies of float16/bfloat16 tensors.
  * ------------------------------------------------------------------------------------------------- */
-static void half_to_float(const tensor *t, float *dst) {
-    const uint16_t *s = t->data;
-    int64_t count = tensor_numel(t);
-    bool bf = t->dtype == CINFER_DTYPE_BFLOAT16;
-    for (int64_t i = 0; i < count; i++) dst[i] = bf ? dtype_bf16_to_float(s[i]) : dtype_half_to_float(s[i]);
-}
-
 cinfer_status cpu_run_as_float(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
                                cpu_kernel_fn fn) {
     enum { MAXT = 16 };
@@ -569,18 +529,14 @@ cinfer_status cpu_run_as_float(const graph_node *n, const tensor *in, int num_in
             break;
         }
         bufs[nb++] = buf;
-        if (is_in) half_to_float(src, buf);
+        if (is_in) cpu_convert_half_to_float(src->dtype, src->data, buf, tensor_numel(src));
         dst->data = buf;
     }
     if (st == CINFER_OK) st = fn(n, fin, num_in, fout, num_out);
     if (st == CINFER_OK)
         for (int k = 0; k < num_out; k++) {
             if (!cpu_red_is_half(out[k].dtype) || !out[k].data) continue;
-            const float *s = fout[k].data;
-            uint16_t *d = out[k].data;
-            int64_t count = tensor_numel(&out[k]);
-            bool bf = out[k].dtype == CINFER_DTYPE_BFLOAT16;
-            for (int64_t i = 0; i < count; i++) d[i] = bf ? dtype_float_to_bf16(s[i]) : dtype_float_to_half(s[i]);
+            cpu_convert_float_to_half(out[k].dtype, fout[k].data, out[k].data, tensor_numel(&out[k]));
         }
     for (int i = 0; i < nb; i++) free(bufs[i]);
     return st;

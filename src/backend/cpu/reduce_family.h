@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 
 /* Loops smaller than this many elements stay on one thread. */
@@ -44,17 +45,6 @@ static inline cinfer_status cpu_red_axis(const graph_node *n, int64_t axis, int 
     return CINFER_OK;
 }
 
-static inline uint32_t cpu_red_f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static inline float cpu_red_u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* exp(x) in float with a relative error under 3e-7, written with plain arithmetic and bit moves so
  * loops calling it vectorise (libm's expf is a scalar call). Flushes to 0 below -86.6 (results under
  * 3e-38), +inf above 88.7, NaN stays NaN. Out-of-range inputs are computed unclamped and then masked
@@ -65,7 +55,7 @@ static inline float cpu_red_expf(float x) {
     const float magic = 12582912.0f;
     float t = x * 1.44269504088896341f + magic;
     float nf = t - magic;
-    uint32_t ni = cpu_red_f2u(t) - cpu_red_f2u(magic);
+    uint32_t ni = cpu_f32_bits(t) - cpu_f32_bits(magic);
     float r = x - nf * 0.693145751953125f;
     r = r - nf * 1.428606765330187e-06f;
     /* e^r on |r| <= ln2/2: Taylor to degree 6 */
@@ -77,10 +67,10 @@ static inline float cpu_red_expf(float x) {
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* 2^n as 2^(n-1) * 2: n reaches 128 near the top of the range */
-    float y = p * cpu_red_u2f((ni + 126u) << 23) * 2.0f;
+    float y = p * cpu_bits_f32((ni + 126u) << 23) * 2.0f;
     uint32_t lo = 0u - (uint32_t)(x < -86.6f), hi = 0u - (uint32_t)(x > 88.7f);
-    uint32_t yb = cpu_red_f2u(y) & ~lo;
-    return cpu_red_u2f((yb & ~hi) | (0x7f800000u & hi));
+    uint32_t yb = cpu_f32_bits(y) & ~lo;
+    return cpu_bits_f32((yb & ~hi) | (0x7f800000u & hi));
 }
 
 /* Sum of n floats: 16 float lanes over blocks, blocks added in double so long rows stay accurate. */
@@ -145,7 +135,7 @@ static inline float cpu_red_max_f32(const float *x, int64_t n) { return cpu_red_
 /* Whether any of n floats is NaN, by integer tests on the bits (vectorises, raises no FP flags). */
 static inline bool cpu_red_has_nan_f32(const float *x, int64_t n) {
     uint32_t any = 0;
-    for (int64_t j = 0; j < n; j++) any |= (uint32_t)((cpu_red_f2u(x[j]) & 0x7fffffffu) > 0x7f800000u);
+    for (int64_t j = 0; j < n; j++) any |= (uint32_t)((cpu_f32_bits(x[j]) & 0x7fffffffu) > 0x7f800000u);
     return any != 0;
 }
 
@@ -161,9 +151,7 @@ static inline float cpu_red_extreme_f32(const float *x, int64_t n, bool is_min) 
  * float outputs back: the kernels' float code serves the half types. */
 cinfer_status cpu_run_as_float(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
                                cpu_kernel_fn fn);
-static inline bool cpu_red_is_half(cinfer_dtype t) {
-    return t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
-}
+static inline bool cpu_red_is_half(cinfer_dtype t) { return cpu_is_half(t); }
 
 /* Kernels living in the family's other files (registered in reduce.c's table). */
 cinfer_status cpu_run_topk(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);

@@ -153,20 +153,29 @@ static cinfer_status check_bias(const graph_node *n, const tensor *in, int num_i
     return CINFER_OK;
 }
 
-static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_out;
+/* Conv / ConvTranspose: checks X and W (float types, one rank >= 3) and reads group (>= 1). */
+static cinfer_status check_conv_operands(const graph_node *n, const tensor *in, int num_in, int64_t *group) {
     const tensor *x = &in[0], *w = &in[1];
     char sx[128], sw[128];
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
     CINFER_TRY(check_float_input(n, in, num_in, 1, "W", x->dtype));
     if (x->ndim < 3 || w->ndim != x->ndim)
         return core_error(CINFER_ERR_INVALID_MODEL,
-                          "Conv node '%s': X %s and W %s must have the same rank >= 3 (N, C, spatial...)", n->name,
-                          tensor_shape_str(x, sx, sizeof sx), tensor_shape_str(w, sw, sizeof sw));
-    int64_t group = graph_attr_int(n, "group", 1);
-    if (group < 1)
-        return core_error(CINFER_ERR_INVALID_MODEL, "Conv node '%s': group is %lld, expected >= 1", n->name,
-                          (long long)group);
+                          "%s node '%s': X %s and W %s must have the same rank >= 3 (N, C, spatial...)", n->op_type,
+                          n->name, tensor_shape_str(x, sx, sizeof sx), tensor_shape_str(w, sw, sizeof sw));
+    *group = graph_attr_int(n, "group", 1);
+    if (*group < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': group is %lld, expected >= 1", n->op_type,
+                          n->name, (long long)*group);
+    return CINFER_OK;
+}
+
+static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    const tensor *x = &in[0], *w = &in[1];
+    char sx[128], sw[128];
+    int64_t group = 1;
+    CINFER_TRY(check_conv_operands(n, in, num_in, &group));
     int64_t c = x->dims[1], m = w->dims[0];
     if (w->dims[1] * group != c)
         return core_error(CINFER_ERR_INVALID_MODEL,
@@ -195,16 +204,8 @@ static cinfer_status infer_conv_transpose(const graph_node *n, const tensor *in,
     (void)num_out;
     const tensor *x = &in[0], *w = &in[1];
     char sx[128], sw[128];
-    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    CINFER_TRY(check_float_input(n, in, num_in, 1, "W", x->dtype));
-    if (x->ndim < 3 || w->ndim != x->ndim)
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "ConvTranspose node '%s': X %s and W %s must have the same rank >= 3 (N, C, spatial...)",
-                          n->name, tensor_shape_str(x, sx, sizeof sx), tensor_shape_str(w, sw, sizeof sw));
-    int64_t group = graph_attr_int(n, "group", 1);
-    if (group < 1)
-        return core_error(CINFER_ERR_INVALID_MODEL, "ConvTranspose node '%s': group is %lld, expected >= 1", n->name,
-                          (long long)group);
+    int64_t group = 1;
+    CINFER_TRY(check_conv_operands(n, in, num_in, &group));
     int64_t c = x->dims[1];
     if (w->dims[0] != c || c % group != 0)
         return core_error(CINFER_ERR_INVALID_MODEL,

@@ -3,6 +3,7 @@
 
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "graph/shape/reduce_params.h"
 
 static const cinfer_dtype float_types[] = {CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16,
                                            CINFER_DTYPE_BFLOAT16, CINFER_DTYPE_UNDEFINED};
@@ -11,10 +12,7 @@ static bool present(const tensor *in, int num_in, int i) {
     return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED;
 }
 
-/* Works out which axes a Reduce* node reduces: the `axes` input when present (ReduceSum from 13, the
- * others from 18), else the `axes` attribute (older opsets). Empty axes mean all axes, or none with
- * noop_with_empty_axes. */
-static cinfer_status reduce_axes_mask(const graph_node *n, const tensor *in, int num_in, bool mask[CINFER_MAX_DIMS]) {
+cinfer_status reduce_compute_axes(const graph_node *n, const tensor *in, int num_in, bool mask[CINFER_MAX_DIMS]) {
     int rank = in[0].ndim;
     for (int d = 0; d < CINFER_MAX_DIMS; d++) mask[d] = false;
     int64_t count = 0;
@@ -59,7 +57,7 @@ static cinfer_status reduce_axes_mask(const graph_node *n, const tensor *in, int
 static cinfer_status infer_reduce(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     bool mask[CINFER_MAX_DIMS];
-    CINFER_TRY(reduce_axes_mask(n, in, num_in, mask));
+    CINFER_TRY(reduce_compute_axes(n, in, num_in, mask));
     bool keep = graph_attr_int(n, "keepdims", 1) != 0;
     out[0].dtype = in[0].dtype;
     out[0].ndim = 0;
