@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
             "  cinfer ops\n"
             "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu]\n"
-            "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...]\n"
+            "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...] [--profile]\n"
             "  cinfer version\n"
             "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
             "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n",
@@ -42,6 +42,7 @@ typedef struct cli_options {
     const char *device;
     const char *threads;
     long batch, iters, warmup, int_high;
+    bool profile;
 } cli_options;
 
 /* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
@@ -55,6 +56,10 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--profile") == 0) {
+            o->profile = true;
+            continue;
+        }
         bool takes_value = strncmp(a, "--", 2) == 0;
         if (takes_value && !v) {
             fprintf(stderr, "cinfer: option %s needs a value\n", a);
@@ -107,8 +112,17 @@ static int open_model(const cli_options *o, cinfer_model **model, cinfer_session
         return 2;
     }
     if (cinfer_model_load(o->model_path, model) != CINFER_OK) return fail("load");
-    const char *keys[1] = {"threads"}, *vals[1] = {o->threads};
-    if (cinfer_session_create(*model, o->device, keys, vals, o->threads ? 1 : 0, session) != CINFER_OK) {
+    const char *keys[2], *vals[2];
+    size_t num_options = 0;
+    if (o->threads) {
+        keys[num_options] = "threads";
+        vals[num_options++] = o->threads;
+    }
+    if (o->profile) {
+        keys[num_options] = "profile";
+        vals[num_options++] = "1";
+    }
+    if (cinfer_session_create(*model, o->device, keys, vals, num_options, session) != CINFER_OK) {
         cinfer_model_free(*model);
         *model = NULL;
         return fail("session");
@@ -352,6 +366,51 @@ static int compare_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Time per op type over all timed runs (warm-up included), largest first. */
+static void print_profile(const cinfer_model *model, const cinfer_session *session, long runs) {
+    cinfer_model_stats st;
+    cinfer_model_get_stats(model, &st);
+    size_t num_types = cinfer_model_num_op_types(model);
+    double *per_type = calloc(num_types ? num_types : 1, sizeof(double));
+    size_t *order = calloc(num_types ? num_types : 1, sizeof(size_t));
+    if (!per_type || !order) {
+        free(per_type);
+        free(order);
+        return;
+    }
+    double total = 0;
+    for (size_t i = 0; i < st.num_nodes; i++) {
+        const char *name, *op;
+        double ms;
+        uint64_t calls;
+        if (cinfer_session_node_profile(session, i, &name, &op, &ms, &calls) != CINFER_OK) continue;
+        for (size_t t = 0; t < num_types; t++) {
+            const char *type;
+            cinfer_model_op_type(model, t, &type, NULL);
+            if (strcmp(type, op) == 0) per_type[t] += ms;
+        }
+        total += ms;
+    }
+    for (size_t t = 0; t < num_types; t++) order[t] = t;
+    for (size_t a = 0; a < num_types; a++) /* few types: selection sort */
+        for (size_t b = a + 1; b < num_types; b++)
+            if (per_type[order[b]] > per_type[order[a]]) {
+                size_t tmp = order[a];
+                order[a] = order[b];
+                order[b] = tmp;
+            }
+    printf("\nprofile (per run, %ld runs):\n%-24s %6s %10s %7s\n", runs, "op", "nodes", "ms", "share");
+    for (size_t k = 0; k < num_types; k++) {
+        const char *type;
+        size_t count;
+        cinfer_model_op_type(model, order[k], &type, &count);
+        printf("%-24s %6zu %10.4f %6.1f%%\n", type, count, per_type[order[k]] / (double)runs,
+               total > 0 ? 100.0 * per_type[order[k]] / total : 0.0);
+    }
+    free(per_type);
+    free(order);
+}
+
 static int cmd_bench(const cli_options *o) {
     cinfer_model *model;
     cinfer_session *session;
@@ -405,6 +464,7 @@ static int cmd_bench(const cli_options *o) {
     printf("%-10s %10s %10s %10s %10s %10s %14s\n", "", "mean ms", "p50 ms", "p90 ms", "p99 ms", "min ms", "items/s");
     printf("%-10s %10.3f %10.3f %10.3f %10.3f %10.3f %14.1f\n", "latency", total / (double)o->iters, PCT(50), PCT(90),
            PCT(99), times[0], (double)o->batch * (double)o->iters / (total / 1e3));
+    if (o->profile) print_profile(model, session, o->warmup + o->iters);
 done:
     for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) {
         bool from_file = false;

@@ -2,7 +2,8 @@
 """CPU benchmark: `cinfer bench` vs onnxruntime (CPU provider) on the same generated models, same thread
 count, same machine, one after the other. Prints a markdown table of p50 latencies and the ratio.
 
-Usage: .venv/bin/python bench/cpu/bench_cpu.py [--threads 1 2] [--iters 50] [--models mlp cnn cnn224 ...]
+Usage: .venv/bin/python bench/cpu/bench_cpu.py [--threads 1 2] [--iters 50] [--rounds 3] [--models mlp cnn ...]
+Per-op time of one model: build/cinfer bench bench/out/<model>.onnx --threads 1 --profile
 """
 import argparse
 import os
@@ -63,6 +64,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--models", nargs="+", default=list(CASES))
     ap.add_argument("--cli", default=str(ROOT / "build" / "cinfer"))
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternate cinfer and onnxruntime this many times; the table shows the median p50 of the rounds")
     args = ap.parse_args()
     out_dir = ROOT / "bench" / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,8 +87,11 @@ def main():
         for k, v in feeds.items():
             np.save(feeds_dir / f"{k}.npy", v)
         for threads in args.threads:
-            c = bench_cinfer(args.cli, path, batch, threads, args.iters, args.warmup, extra, feeds_dir)
-            o = bench_ort(path, feeds, threads, args.iters, args.warmup)
+            cs, os_ = [], []
+            for _ in range(args.rounds):
+                cs.append(bench_cinfer(args.cli, path, batch, threads, args.iters, args.warmup, extra, feeds_dir))
+                os_.append(bench_ort(path, feeds, threads, args.iters, args.warmup))
+            c, o = float(np.median(cs)), float(np.median(os_))
             print(f"| {name} | {batch} | {threads} | {c:.3f} | {o:.3f} | {c / o:.2f}x |", flush=True)
 
 

@@ -128,7 +128,8 @@ cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char
 
 /* ---- sessions ---- */
 /* Creates a session running `model` on `device` ("cpu"; "cuda[:N]" once the CUDA backend exists).
- * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores). */
+ * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores);
+ * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node). */
 cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
                                     const char *const *option_keys, const char *const *option_values,
                                     size_t num_options, cinfer_session **out);
@@ -150,6 +151,12 @@ cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_t
 /* Names of the nodes that the last plan evaluated on the host (shape subgraphs), one per call. */
 size_t cinfer_session_num_host_nodes(const cinfer_session *session);
 const char *cinfer_session_host_node(const cinfer_session *session, size_t index);
+
+/* Profile of node `index` (0 <= index < cinfer_model_stats.num_nodes, in execution order) summed over the
+ * runs so far: its name, op type, total milliseconds and number of executions (0 for nodes evaluated on the
+ * host while planning). Needs the session option profile=1. */
+cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index, const char **node_name,
+                                          const char **op_type, double *total_ms, uint64_t *calls);
 
 /* Releases output data allocated by cinfer_session_run and clears t->data. */
 void cinfer_tensor_free_data(cinfer_tensor *t);

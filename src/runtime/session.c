@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "core/status.h"
@@ -34,7 +35,16 @@ struct cinfer_session {
     plan *plans[PLAN_CACHE_SIZE];
     uint64_t clock;
     const plan *last_plan;
+    bool profile;            /* option "profile": time every node */
+    double *node_seconds;    /* per node, summed over runs (profile only) */
+    uint64_t *node_calls;
 };
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void plan_free(cinfer_session *s, plan *p) {
     if (!p) return;
@@ -54,6 +64,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
     int threads = 0;
+    bool profile = false;
     for (size_t i = 0; i < num_options; i++) {
         const char *k = option_keys[i], *v = option_values[i];
         if (strcmp(k, "threads") == 0) {
@@ -62,8 +73,12 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (*end || n < 0 || n > 1024)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'threads': '%s' is not a count from 0 to 1024", v);
             threads = (int)n;
+        } else if (strcmp(k, "profile") == 0) {
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'profile': '%s' is not 0 or 1", v);
+            profile = v[0] == '1';
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, profile)", k);
         }
     }
     if (device && strcmp(device, "cpu") != 0)
@@ -71,8 +86,22 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
+    s->profile = profile;
+    if (profile) {
+        size_t count = (size_t)(model->graph->num_nodes ? model->graph->num_nodes : 1);
+        s->node_seconds = calloc(count, sizeof(double));
+        s->node_calls = calloc(count, sizeof(uint64_t));
+        if (!s->node_seconds || !s->node_calls) {
+            free(s->node_seconds);
+            free(s->node_calls);
+            free(s);
+            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+    }
     cinfer_status st = backend_cpu_create(threads, &s->backend);
     if (st != CINFER_OK) {
+        free(s->node_seconds);
+        free(s->node_calls);
         free(s);
         return st;
     }
@@ -90,6 +119,8 @@ void cinfer_session_free(cinfer_session *session) {
     if (!session) return;
     for (int i = 0; i < PLAN_CACHE_SIZE; i++) plan_free(session, session->plans[i]);
     if (session->backend) session->backend->iface->free(session->backend);
+    free(session->node_seconds);
+    free(session->node_calls);
     free(session);
 }
 
@@ -447,8 +478,14 @@ cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *i
             if (n->outputs[k] < 0) memset(&out[k], 0, sizeof out[k]);
             else out[k] = p->values[n->outputs[k]];
         }
+        double t0 = session->profile ? monotonic_seconds() : 0;
         st = b->iface->run_node(b, n, in, n->num_inputs, out, n->num_outputs);
         if (st != CINFER_OK) goto fail;
+        if (session->profile) {
+            if (b->iface->synchronize) b->iface->synchronize(b); /* asynchronous backends: time the work, not the launch */
+            session->node_seconds[i] += monotonic_seconds() - t0;
+            session->node_calls[i]++;
+        }
     }
     if (b->iface->synchronize) {
         st = b->iface->synchronize(b);
@@ -478,4 +515,19 @@ const char *cinfer_session_host_node(const cinfer_session *session, size_t index
     for (int i = 0; i < session->model->graph->num_nodes; i++)
         if (session->model->graph->nodes[i].host_eval && index-- == 0) return session->model->graph->nodes[i].name;
     return NULL;
+}
+
+cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index, const char **node_name,
+                                          const char **op_type, double *total_ms, uint64_t *calls) {
+    if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_node_profile: session is NULL");
+    if (!session->profile)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "the session was not created with option profile=1");
+    if (index >= (size_t)session->model->graph->num_nodes)
+        return core_error(CINFER_ERR_NOT_FOUND, "node index %zu: the model has %d nodes", index, session->model->graph->num_nodes);
+    const graph_node *n = &session->model->graph->nodes[index];
+    if (node_name) *node_name = n->name;
+    if (op_type) *op_type = n->op_type;
+    if (total_ms) *total_ms = session->node_seconds[index] * 1e3;
+    if (calls) *calls = session->node_calls[index];
+    return CINFER_OK;
 }

@@ -47,6 +47,13 @@ def test_bench_prints_latency_table(cli):
     assert "p50 ms" in out and "latency" in out
 
 
+def test_bench_profile_lists_op_types(cli):
+    out = run(cli, "bench", MODELS / "tiny_cnn.onnx", "--iters", "3", "--warmup", "0", "--profile")
+    rows = {line.split()[0]: line.split() for line in out.split("profile (per run, 3 runs):")[1].splitlines()[2:] if line.strip()}
+    assert set(rows) == {"Conv", "MaxPool", "GlobalAveragePool", "Flatten", "Gemm"}
+    assert rows["Conv"][1] == "2"  # node count; BN folded and Relu fused into the Convs
+
+
 def test_example_program_runs(tmp_path):
     example = os.environ.get("CINFER_EXAMPLE", str(ROOT / "build" / "example_run_model"))
     out = run(example, MODELS / "tiny_cnn.onnx", "2")
