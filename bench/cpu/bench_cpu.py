@@ -32,7 +32,15 @@ CASES = {  # name -> (builder, kwargs, batch, cinfer --dim args)
 }
 
 
-def bench_ort(path, feeds, threads, iters, warmup):
+def bench_ort(path, feeds_dir, threads, iters, warmup):
+    """onnxruntime in a child process, like cinfer: no thread pool of one lingers while the other runs."""
+    out = subprocess.run([sys.executable, __file__, "--ort-worker", str(path), str(feeds_dir), str(threads), str(iters),
+                          str(warmup)], capture_output=True, text=True, check=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def ort_worker(path, feeds_dir, threads, iters, warmup):
+    feeds = {name[:-4]: np.load(pathlib.Path(feeds_dir) / name) for name in os.listdir(feeds_dir)}
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -44,7 +52,7 @@ def bench_ort(path, feeds, threads, iters, warmup):
         t0 = time.perf_counter()
         sess.run(None, feeds)
         times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
+    print(float(np.median(times)))
 
 
 def bench_cinfer(cli, path, batch, threads, iters, warmup, extra, feeds_dir):
@@ -58,6 +66,9 @@ def bench_cinfer(cli, path, batch, threads, iters, warmup, extra, feeds_dir):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
+        path, feeds_dir, threads, iters, warmup = sys.argv[2:7]
+        return ort_worker(path, feeds_dir, int(threads), int(iters), int(warmup))
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--iters", type=int, default=50)
@@ -90,7 +101,7 @@ def main():
             cs, os_ = [], []
             for _ in range(args.rounds):
                 cs.append(bench_cinfer(args.cli, path, batch, threads, args.iters, args.warmup, extra, feeds_dir))
-                os_.append(bench_ort(path, feeds, threads, args.iters, args.warmup))
+                os_.append(bench_ort(path, feeds_dir, threads, args.iters, args.warmup))
             c, o = float(np.median(cs)), float(np.median(os_))
             print(f"| {name} | {batch} | {threads} | {c:.3f} | {o:.3f} | {c / o:.2f}x |", flush=True)
 
