@@ -44,6 +44,7 @@ void graph_free(graph *g) {
     for (int i = 0; i < g->num_values; i++) value_clear(&g->values[i]);
     for (int i = 0; i < g->num_nodes; i++) node_clear(&g->nodes[i]);
     free(g->values);
+    free(g->value_index);
     free(g->nodes);
     free(g->inputs);
     free(g->outputs);
@@ -52,9 +53,38 @@ void graph_free(graph *g) {
     free(g);
 }
 
+/* FNV-1a: names are short; a simple hash keeps lookups O(1) so loading stays linear in the model size. */
+static uint32_t name_hash(const char *name) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) h = (h ^ *c) * 16777619u;
+    return h;
+}
+
+static void index_insert(graph *g, int value) {
+    uint32_t mask = (uint32_t)g->value_index_cap - 1;
+    uint32_t slot = name_hash(g->values[value].name) & mask;
+    while (g->value_index[slot] >= 0) slot = (slot + 1) & mask;
+    g->value_index[slot] = value;
+}
+
+bool graph_reindex_values(graph *g) {
+    int cap = 64;
+    while (cap < 2 * g->num_values + 2) cap *= 2;
+    int *index = malloc(sizeof(int) * (size_t)cap);
+    if (!index) return false;
+    for (int i = 0; i < cap; i++) index[i] = -1;
+    free(g->value_index);
+    g->value_index = index;
+    g->value_index_cap = cap;
+    for (int v = 0; v < g->num_values; v++) index_insert(g, v);
+    return true;
+}
+
 int graph_find_value(const graph *g, const char *name) {
-    for (int i = 0; i < g->num_values; i++)
-        if (strcmp(g->values[i].name, name) == 0) return i;
+    if (!g->value_index) return -1;
+    uint32_t mask = (uint32_t)g->value_index_cap - 1;
+    for (uint32_t slot = name_hash(name) & mask; g->value_index[slot] >= 0; slot = (slot + 1) & mask)
+        if (strcmp(g->values[g->value_index[slot]].name, name) == 0) return g->value_index[slot];
     return -1;
 }
 
@@ -74,7 +104,13 @@ int graph_intern_value(graph *g, const char *name) {
     if (!v->name) return -1;
     v->ndim = -1;
     v->producer = -1;
-    return g->num_values++;
+    g->num_values++;
+    if (2 * g->num_values + 2 > g->value_index_cap) {
+        if (!graph_reindex_values(g)) return -1;
+    } else {
+        index_insert(g, g->num_values - 1);
+    }
+    return g->num_values - 1;
 }
 
 int graph_new_value(graph *g, const char *base) {

@@ -77,6 +77,8 @@ typedef struct graph {
     int64_t opset;          /* default-domain opset */
     int num_values, cap_values;
     graph_value *values;
+    int *value_index;       /* open-addressing hash of value names -> index (-1 empty); size value_index_cap */
+    int value_index_cap;
     int num_nodes, cap_nodes;
     graph_node *nodes;      /* topological order after graph_sort */
     int num_inputs;
@@ -121,5 +123,7 @@ cinfer_status graph_bind_schemas(graph *g);
 cinfer_status graph_optimize(graph *g);
 /* Deletes nodes marked removed and values nothing refers to. */
 void graph_compact(graph *g);
+/* Rebuilds the name index after values were moved or renumbered. Returns false on OOM. */
+bool graph_reindex_values(graph *g);
 
 #endif

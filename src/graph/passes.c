@@ -50,12 +50,43 @@ cinfer_status graph_sort(graph *g) {
             }
             producer[v] = i;
         }
+    /* consumers of each value as a compressed list, so each edge is visited once */
+    int *first = calloc((size_t)g->num_values + 1, sizeof(int));
+    int total_edges = 0;
+    if (!first) {
+        st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while sorting the graph");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].num_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) {
+                first[g->nodes[i].inputs[k] + 1]++;
+                total_edges++;
+            }
+    for (int v = 0; v < g->num_values; v++) first[v + 1] += first[v];
+    int *edges = malloc(sizeof(int) * (size_t)(total_edges ? total_edges : 1));
+    int *fill = calloc((size_t)g->num_values + 1, sizeof(int));
+    if (!edges || !fill) {
+        free(first);
+        free(edges);
+        free(fill);
+        st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while sorting the graph");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].num_inputs; k++) {
+            int v = g->nodes[i].inputs[k];
+            if (v >= 0) edges[first[v] + fill[v]++] = i;
+        }
+    free(fill);
     int head = 0, tail = 0;
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < g->nodes[i].num_inputs; k++) {
             int v = g->nodes[i].inputs[k];
             if (v < 0) continue;
             if (g->values[v].kind == VALUE_INTERMEDIATE && producer[v] < 0) {
+                free(first);
+                free(edges);
                 st = core_error(CINFER_ERR_INVALID_MODEL,
                                 "node '%s' (%s) uses '%s', which no node, model input or initializer provides",
                                 g->nodes[i].name, g->nodes[i].op_type, g->values[v].name);
@@ -72,11 +103,12 @@ cinfer_status graph_sort(graph *g) {
         for (int k = 0; k < g->nodes[i].num_outputs; k++) {
             int v = g->nodes[i].outputs[k];
             if (v < 0) continue;
-            for (int j = 0; j < n; j++)
-                for (int q = 0; q < g->nodes[j].num_inputs; q++)
-                    if (g->nodes[j].inputs[q] == v && --missing[j] == 0) queue[tail++] = j;
+            for (int e = first[v]; e < first[v + 1]; e++)
+                if (--missing[edges[e]] == 0) queue[tail++] = edges[e];
         }
     }
+    free(first);
+    free(edges);
     if (count != n) {
         for (int i = 0; i < n; i++)
             if (missing[i] > 0) {
@@ -131,14 +163,14 @@ cinfer_status graph_bind_schemas(graph *g) {
     return CINFER_OK;
 }
 
-/* Replaces every use of value `from` by value `to` in node inputs. */
-static void replace_uses(graph *g, int from, int to) {
-    for (int i = 0; i < g->num_nodes; i++)
-        for (int k = 0; k < g->nodes[i].num_inputs; k++)
-            if (g->nodes[i].inputs[k] == from) g->nodes[i].inputs[k] = to;
-}
 
-static void remove_identities(graph *g) {
+/* Identity and inference-mode Dropout forward their input: uses of the output are pointed at the input
+ * (through chains of them) in one pass over the graph. */
+static cinfer_status remove_identities(graph *g) {
+    int *forward = malloc(sizeof(int) * (size_t)(g->num_values ? g->num_values : 1));
+    if (!forward) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while removing Identity nodes");
+    for (int v = 0; v < g->num_values; v++) forward[v] = v;
+    bool any = false;
     for (int i = 0; i < g->num_nodes; i++) {
         graph_node *n = &g->nodes[i];
         bool identity = strcmp(n->op_type, "Identity") == 0;
@@ -154,10 +186,24 @@ static void remove_identities(graph *g) {
         }
         int out = n->outputs[0];
         if (g->values[out].is_output) continue; /* the output name must survive */
-        replace_uses(g, out, n->inputs[0]);
+        forward[out] = n->inputs[0];
         n->removed = true;
+        any = true;
     }
-    recount_uses(g);
+    if (any) {
+        /* nodes are in topological order, so an Identity's input was forwarded before its output */
+        for (int i = 0; i < g->num_nodes; i++) {
+            graph_node *n = &g->nodes[i];
+            if (n->removed && forward[n->outputs[0]] != n->outputs[0])
+                forward[n->outputs[0]] = forward[forward[n->outputs[0]]];
+        }
+        for (int i = 0; i < g->num_nodes; i++)
+            for (int k = 0; k < g->nodes[i].num_inputs; k++)
+                if (g->nodes[i].inputs[k] >= 0) g->nodes[i].inputs[k] = forward[g->nodes[i].inputs[k]];
+        recount_uses(g);
+    }
+    free(forward);
+    return CINFER_OK;
 }
 
 /* Static-knowledge view of a value for shape inference: dims and, for constants, data. */
@@ -390,6 +436,7 @@ void graph_compact(graph *g) {
         g->values[nv++] = *gv;
     }
     g->num_values = nv;
+    graph_reindex_values(g); /* on OOM lookups by name fail; nothing after load looks values up by name */
     for (int i = 0; i < g->num_nodes; i++) {
         graph_node *n = &g->nodes[i];
         for (int k = 0; k < n->num_inputs; k++)
@@ -429,7 +476,7 @@ static void mark_value_needed(graph *g) {
 }
 
 cinfer_status graph_optimize(graph *g) {
-    remove_identities(g);
+    CINFER_TRY(remove_identities(g));
     CINFER_TRY(fold_constants(g));
     CINFER_TRY(fold_conv_batchnorm(g));
     CINFER_TRY(fuse_conv_relu(g));

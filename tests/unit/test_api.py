@@ -200,3 +200,28 @@ def test_runtime_shape_chain(lib):
         a = np.random.randn(batch, 3, 4).astype(np.float32)
         (out,) = s.run({"x": a})
         np.testing.assert_array_equal(out, a.reshape(batch, 12))
+
+
+def test_identity_chains_are_forwarded(lib):
+    """Identity/Dropout chains collapse onto their source; one naming a model output survives as a node."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])]
+    b = numpy_helper.from_array(np.array([1, 2, 3], np.float32), "b")
+    nodes = [helper.make_node("Identity", ["x"], ["i1"]), helper.make_node("Dropout", ["i1"], ["i2"]),
+             helper.make_node("Identity", ["i2"], ["i3"]), helper.make_node("Add", ["i3", "b"], ["a"]),
+             helper.make_node("Identity", ["a"], ["i4"]), helper.make_node("Mul", ["i4", "i1"], ["y"]),
+             helper.make_node("Identity", ["a"], ["z"])]
+    s = Session(lib, make_model(nodes, [x], outs, [b]).SerializeToString())
+    v = np.array([1, -2, 5], np.float32)
+    y, z = s.run({"x": v})
+    np.testing.assert_array_equal(z, v + [1, 2, 3])
+    np.testing.assert_array_equal(y, (v + [1, 2, 3]) * v)
+
+
+def test_duplicate_value_names_are_refused(lib):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="one"), helper.make_node("Neg", ["x"], ["y"], name="two")]
+    with pytest.raises(CinferError) as e:
+        Session(lib, make_model(nodes, [x], [y]).SerializeToString())
+    assert e.value.status == INVALID_MODEL and "assigned more than once" in e.value.message
