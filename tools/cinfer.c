@@ -239,6 +239,19 @@ static int read_inputs(const cli_options *o, cinfer_tensor *inputs, void **owned
     return 0;
 }
 
+/* mkdir -p: creates dir and its missing parents. */
+static int make_dirs(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 static int cmd_run(const cli_options *o) {
     if (!o->output_dir) {
         fprintf(stderr, "cinfer run: --output-dir DIR is required\n");
@@ -263,7 +276,7 @@ static int cmd_run(const cli_options *o) {
         rc = fail("run");
         goto done;
     }
-    if (mkdir(o->output_dir, 0755) != 0 && errno != EEXIST) {
+    if (make_dirs(o->output_dir) != 0) {
         fprintf(stderr, "cinfer: cannot create '%s': %s\n", o->output_dir, strerror(errno));
         rc = 1;
         goto done;
@@ -331,7 +344,8 @@ static int cmd_inspect(const cli_options *o) {
         print_shape(&info);
         printf("\n");
     }
-    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, dead-node removal)\n",
+    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, Conv+Relu fusion, "
+           "dead-node removal)\n",
            st.num_nodes, st.num_nodes_original);
     printf("ops:\n");
     for (size_t i = 0; i < cinfer_model_num_op_types(model); i++) {

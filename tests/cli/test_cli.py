@@ -21,10 +21,11 @@ def run(*args, expect=0):
 @pytest.mark.parametrize("name,inp", [("mlp", "x"), ("tiny_cnn", "image")])
 def test_run_writes_outputs_matching_onnxruntime(cli, tmp_path, name, inp):
     model, data = MODELS / f"{name}.onnx", MODELS / f"{name}_{inp}.npy"
-    run(cli, "run", model, "--input", f"{inp}={data}", "--output-dir", tmp_path, "--threads", "1")
+    out_dir = tmp_path / "nested" / "outputs"  # missing parents are created
+    run(cli, "run", model, "--input", f"{inp}={data}", "--output-dir", out_dir, "--threads", "1")
     reference = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     for out, expected in zip(reference.get_outputs(), reference.run(None, {inp: np.load(data)})):
-        got = np.load(tmp_path / f"{out.name}.npy")
+        got = np.load(out_dir / f"{out.name}.npy")
         assert got.dtype == expected.dtype and got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
