@@ -135,10 +135,12 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
                                     size_t num_options, cinfer_session **out);
 void cinfer_session_free(cinfer_session *session);
 
-/* Runs the model. `inputs` give every model input (matched by name, or by position when name is
- * NULL). `outputs` receives num_outputs tensors in model output order (num_outputs must equal
- * cinfer_model_num_outputs); free each with cinfer_tensor_free_data. Plans are cached per input
- * shape, so the first run at a new shape plans memory and later runs reuse the plan. */
+/* Runs the model. `inputs` give every model input (matched by name, or by position when name is NULL).
+ * `outputs` receives num_outputs tensors in model output order (num_outputs must equal
+ * cinfer_model_num_outputs); free each with cinfer_tensor_free_data. Plans are cached per input shape, so
+ * the first run at a new shape plans memory and later runs reuse the plan.
+ * Thread safety: runs on one session are serialised; for parallel runs create one session per thread
+ * (sessions share the model, which is read-only once loaded). */
 cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                  cinfer_tensor *outputs, size_t num_outputs);
 

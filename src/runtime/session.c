@@ -5,6 +5,7 @@
  * planner. Running with a cached plan does no per-op allocation: only the output buffers handed to the
  * caller are allocated.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,7 @@ struct cinfer_session {
     plan *plans[PLAN_CACHE_SIZE];
     uint64_t clock;
     const plan *last_plan;
+    pthread_mutex_t lock;    /* runs on one session are serialised (plans and arenas are per session) */
     bool profile;            /* option "profile": time every node */
     double *node_seconds;    /* per node, summed over runs (profile only) */
     uint64_t *node_calls;
@@ -86,6 +88,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
+    pthread_mutex_init(&s->lock, NULL);
     s->profile = profile;
     if (profile) {
         size_t count = (size_t)(model->graph->num_nodes ? model->graph->num_nodes : 1);
@@ -121,6 +124,7 @@ void cinfer_session_free(cinfer_session *session) {
     if (session->backend) session->backend->iface->free(session->backend);
     free(session->node_seconds);
     free(session->node_calls);
+    pthread_mutex_destroy(&session->lock);
     free(session);
 }
 
@@ -374,8 +378,20 @@ static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor *
     return CINFER_OK;
 }
 
+static cinfer_status plan_memory_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                        size_t *arena_bytes);
+
 cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                          size_t *arena_bytes) {
+    if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_plan_memory: session is NULL");
+    pthread_mutex_lock(&session->lock);
+    cinfer_status st = plan_memory_locked(session, inputs, num_inputs, arena_bytes);
+    pthread_mutex_unlock(&session->lock);
+    return st;
+}
+
+static cinfer_status plan_memory_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                        size_t *arena_bytes) {
     if (!session || !arena_bytes) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_plan_memory: NULL argument");
     const graph *g = session->model->graph;
     const cinfer_tensor *bound[256];
@@ -417,8 +433,20 @@ cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_t
     return CINFER_OK;
 }
 
+static cinfer_status session_run_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                        cinfer_tensor *outputs, size_t num_outputs);
+
 cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                  cinfer_tensor *outputs, size_t num_outputs) {
+    if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: session is NULL");
+    pthread_mutex_lock(&session->lock);
+    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs);
+    pthread_mutex_unlock(&session->lock);
+    return st;
+}
+
+static cinfer_status session_run_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                        cinfer_tensor *outputs, size_t num_outputs) {
     if (!session || (!inputs && num_inputs) || (!outputs && num_outputs))
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: NULL argument");
     const graph *g = session->model->graph;

@@ -57,3 +57,32 @@ def test_batch_sizes_interleave(built):
         actual = sess.run(feeds)[0]
         if np.issubdtype(expected.dtype, np.floating):
             assert relative_error(actual, expected) < REL_TOL, f"{name} batch {batch}"
+
+
+def test_concurrent_runs(lib):
+    """Threads sharing one session (runs serialised) and threads with their own sessions of one model
+    (runs in parallel: ctypes drops the GIL) all get the single-threaded answers."""
+    import threading
+    model, make_inputs = builders.transformer_block(np.random.default_rng(3))
+    data = model.SerializeToString()
+    shared = Session(lib, data, threads=1)
+    feeds = [make_inputs(b, np.random.default_rng(b)) for b in (1, 2, 3, 4)]
+    expected = [shared.run(f)[0] for f in feeds]
+    own = [Session(lib, data, threads=1) for _ in range(2)]
+    errors = []
+
+    def worker(sess, offset):
+        try:
+            for i in range(24):
+                k = (i + offset) % len(feeds)
+                np.testing.assert_array_equal(sess.run(feeds[k])[0], expected[k])
+        except Exception as e:  # reported below: an assert in a thread would be lost
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(shared, t)) for t in range(3)]
+    threads += [threading.Thread(target=worker, args=(own[t], t)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
