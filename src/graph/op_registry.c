@@ -6,7 +6,7 @@
 static const op_schema *const family_tables[] = {
     shape_elementwise_schemas, shape_linalg_schemas, shape_conv_schemas,
     shape_reduce_schemas,      shape_movement_schemas, shape_attention_schemas,
-    shape_image_schemas,       shape_misc_schemas,
+    shape_image_schemas,       shape_misc_schemas,     shape_recurrent_schemas, shape_signal_schemas,
 };
 #define NUM_FAMILIES (sizeof family_tables / sizeof family_tables[0])
 

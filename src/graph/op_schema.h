@@ -49,6 +49,8 @@ extern const op_schema shape_movement_schemas[];
 extern const op_schema shape_attention_schemas[];
 extern const op_schema shape_image_schemas[];
 extern const op_schema shape_misc_schemas[];
+extern const op_schema shape_recurrent_schemas[];
+extern const op_schema shape_signal_schemas[];
 
 /* ---- helpers for schema writers (graph/shape/shape_common.c) ---- */
 /* Numpy-style multidirectional broadcast of a and b into out (dims/ndim only). */

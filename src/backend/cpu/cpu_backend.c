@@ -14,6 +14,7 @@
 static const cpu_kernel *const kernel_tables[] = {
     cpu_elementwise_kernels, cpu_linalg_kernels,    cpu_conv_kernels, cpu_reduce_kernels,
     cpu_movement_kernels,    cpu_attention_kernels, cpu_image_kernels, cpu_misc_kernels,
+    cpu_recurrent_kernels,   cpu_signal_kernels,
 };
 
 static _Thread_local int current_threads = 1;

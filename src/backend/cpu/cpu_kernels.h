@@ -25,6 +25,8 @@ extern const cpu_kernel cpu_movement_kernels[];
 extern const cpu_kernel cpu_attention_kernels[];
 extern const cpu_kernel cpu_image_kernels[];
 extern const cpu_kernel cpu_misc_kernels[];
+extern const cpu_kernel cpu_recurrent_kernels[];
+extern const cpu_kernel cpu_signal_kernels[];
 
 /* Thread count of the running session (set by the CPU backend before each node). */
 int cpu_num_threads(void);
