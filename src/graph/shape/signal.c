@@ -1,7 +1,285 @@
-/* Op schemas of the signal family (shape and dtype inference). */
+/* Op schemas of the signal family: windows, DFT, STFT, MelWeightMatrix, RoiAlign, MaxRoiPool, MaxUnpool, Det. */
+#include <string.h>
+
 #include "core/status.h"
 #include "graph/op_schema.h"
 
+static const cinfer_dtype float_types[] = {CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16,
+                                           CINFER_DTYPE_BFLOAT16, CINFER_DTYPE_UNDEFINED};
+
+static bool present(const tensor *in, int num_in, int i) {
+    return i >= 0 && i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED;
+}
+
+/* Reads input i as one integer: it must be a known integer scalar (or a one-element vector). */
+static cinfer_status int_scalar(const graph_node *n, const tensor *in, int i, const char *what, int64_t *v) {
+    if (!dtype_is_integer(in[i].dtype) || in[i].ndim > 1 || tensor_numel(&in[i]) != 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': %s must be an integer scalar, got %s rank %d",
+                          n->op_type, n->name, what, cinfer_dtype_name(in[i].dtype), in[i].ndim);
+    if (!in[i].data)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': the value of %s is not known", n->op_type, n->name,
+                          what);
+    *v = tensor_get_int(&in[i], 0);
+    return CINFER_OK;
+}
+
+/* The output_datatype attribute of the window ops and MelWeightMatrix: float types only. */
+static cinfer_status output_datatype(const graph_node *n, cinfer_dtype *t) {
+    int64_t v = graph_attr_int(n, "output_datatype", CINFER_DTYPE_FLOAT);
+    for (int k = 0; float_types[k] != CINFER_DTYPE_UNDEFINED; k++)
+        if ((int64_t)float_types[k] == v) {
+            *t = float_types[k];
+            return CINFER_OK;
+        }
+    return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': output_datatype %lld is not a float type", n->op_type,
+                      n->name, (long long)v);
+}
+
+/* ---- HannWindow, HammingWindow, BlackmanWindow ---- */
+
+static cinfer_status infer_window(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    (void)num_out;
+    int64_t size = 0;
+    CINFER_TRY(int_scalar(n, in, 0, "size", &size));
+    if (size < 0)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': size %lld is negative", n->op_type, n->name,
+                          (long long)size);
+    CINFER_TRY(output_datatype(n, &out[0].dtype));
+    out[0].ndim = 1;
+    out[0].dims[0] = size;
+    return CINFER_OK;
+}
+
+/* ---- DFT ---- */
+
+/* DFT-20 takes the axis as input 2 (default -2); earlier opsets as an attribute (default 1). */
+static cinfer_status dft_axis(const graph_node *n, const tensor *in, int num_in, int rank, int *axis) {
+    int64_t a = 0;
+    if (n->opset >= 20) {
+        a = -2;
+        if (present(in, num_in, 2)) CINFER_TRY(int_scalar(n, in, 2, "axis", &a));
+    } else {
+        if (present(in, num_in, 2))
+            return core_error(CINFER_ERR_INVALID_MODEL, "DFT node '%s': opset %lld takes the axis as an attribute, "
+                              "not as input 2", n->name, (long long)n->opset);
+        a = graph_attr_int(n, "axis", 1);
+    }
+    CINFER_TRY(shape_normalize_axis(n, a, rank, axis));
+    if (*axis == rank - 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "DFT node '%s': axis %lld is the complex dim", n->name,
+                          (long long)a);
+    return CINFER_OK;
+}
+
+static cinfer_status infer_dft(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    const tensor *x = &in[0];
+    if (x->ndim < 2 || (x->dims[x->ndim - 1] != 1 && x->dims[x->ndim - 1] != 2))
+        return core_error(CINFER_ERR_INVALID_MODEL, "DFT node '%s': input must have rank >= 2 and last dim 1 (real) "
+                          "or 2 (complex)", n->name);
+    int axis = 0;
+    CINFER_TRY(dft_axis(n, in, num_in, x->ndim, &axis));
+    bool inverse = graph_attr_int(n, "inverse", 0) != 0, onesided = graph_attr_int(n, "onesided", 0) != 0;
+    int64_t len = inverse && onesided ? 2 * (x->dims[axis] - 1) : x->dims[axis];
+    if (present(in, num_in, 1)) CINFER_TRY(int_scalar(n, in, 1, "dft_length", &len));
+    if (len < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "DFT node '%s': dft_length %lld must be positive", n->name,
+                          (long long)len);
+    shape_copy(&out[0], x);
+    out[0].dims[axis] = onesided && !inverse ? len / 2 + 1 : len;
+    out[0].dims[x->ndim - 1] = inverse && onesided ? 1 : 2;
+    return CINFER_OK;
+}
+
+/* ---- STFT ---- */
+
+static cinfer_status infer_stft(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    const tensor *x = &in[0];
+    if (x->ndim != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
+        return core_error(CINFER_ERR_INVALID_MODEL, "STFT node '%s': signal must be [batch, length, 1 or 2]", n->name);
+    int64_t step = 0, flen = -1;
+    CINFER_TRY(int_scalar(n, in, 1, "frame_step", &step));
+    if (step < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "STFT node '%s': frame_step %lld must be positive", n->name,
+                          (long long)step);
+    if (present(in, num_in, 3)) CINFER_TRY(int_scalar(n, in, 3, "frame_length", &flen));
+    if (present(in, num_in, 2)) {
+        if (in[2].dtype != x->dtype || in[2].ndim != 1)
+            return core_error(CINFER_ERR_INVALID_MODEL, "STFT node '%s': window must be 1-D of the signal's dtype",
+                              n->name);
+        if (flen >= 0 && in[2].dims[0] != flen)
+            return core_error(CINFER_ERR_INVALID_MODEL, "STFT node '%s': window length %lld != frame_length %lld",
+                              n->name, (long long)in[2].dims[0], (long long)flen);
+        flen = in[2].dims[0];
+    }
+    if (flen < 0)
+        return core_error(CINFER_ERR_INVALID_MODEL, "STFT node '%s': neither window nor frame_length is given",
+                          n->name);
+    if (flen < 1 || flen > x->dims[1])
+        return core_error(CINFER_ERR_INVALID_MODEL, "STFT node '%s': frame_length %lld is not in [1, %lld]", n->name,
+                          (long long)flen, (long long)x->dims[1]);
+    bool onesided = graph_attr_int(n, "onesided", 1) != 0;
+    out[0].dtype = x->dtype;
+    out[0].ndim = 4;
+    out[0].dims[0] = x->dims[0];
+    out[0].dims[1] = 1 + (x->dims[1] - flen) / step;
+    out[0].dims[2] = onesided ? flen / 2 + 1 : flen;
+    out[0].dims[3] = 2;
+    return CINFER_OK;
+}
+
+/* ---- MelWeightMatrix ---- */
+
+static cinfer_status infer_mel(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    (void)num_out;
+    int64_t bins = 0, len = 0;
+    CINFER_TRY(int_scalar(n, in, 0, "num_mel_bins", &bins));
+    CINFER_TRY(int_scalar(n, in, 1, "dft_length", &len));
+    if (bins < 1 || len < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "MelWeightMatrix node '%s': num_mel_bins %lld and dft_length "
+                          "%lld must be positive", n->name, (long long)bins, (long long)len);
+    if (!dtype_is_integer(in[2].dtype) || tensor_numel(&in[2]) != 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "MelWeightMatrix node '%s': sample_rate must be an integer "
+                          "scalar", n->name);
+    for (int i = 3; i < 5; i++)
+        if (!dtype_is_float(in[i].dtype) || tensor_numel(&in[i]) != 1)
+            return core_error(CINFER_ERR_INVALID_MODEL, "MelWeightMatrix node '%s': %s must be a float scalar",
+                              n->name, i == 3 ? "lower_edge_hertz" : "upper_edge_hertz");
+    CINFER_TRY(output_datatype(n, &out[0].dtype));
+    out[0].ndim = 2;
+    out[0].dims[0] = len / 2 + 1;
+    out[0].dims[1] = bins;
+    return CINFER_OK;
+}
+
+/* ---- RoiAlign, MaxRoiPool ---- */
+
+static cinfer_status infer_roi(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    (void)num_out;
+    bool align = strcmp(n->op_type, "RoiAlign") == 0;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    const tensor *x = &in[0], *rois = &in[1];
+    int cols = align ? 4 : 5;
+    if (x->ndim != 4)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': X must be 4-D (N, C, H, W), got rank %d",
+                          n->op_type, n->name, x->ndim);
+    if (rois->dtype != x->dtype || rois->ndim != 2 || rois->dims[1] != cols)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': rois must be [num_rois, %d] of X's dtype",
+                          n->op_type, n->name, cols);
+    int64_t oh = 1, ow = 1;
+    if (align) {
+        const tensor *bi = &in[2];
+        if (!dtype_is_integer(bi->dtype) || bi->ndim != 1 || bi->dims[0] != rois->dims[0])
+            return core_error(CINFER_ERR_INVALID_MODEL, "RoiAlign node '%s': batch_indices must be an integer "
+                              "vector of num_rois (%lld) entries", n->name, (long long)rois->dims[0]);
+        oh = graph_attr_int(n, "output_height", 1);
+        ow = graph_attr_int(n, "output_width", 1);
+        const char *mode = graph_attr_string(n, "mode", "avg");
+        if (strcmp(mode, "avg") != 0 && strcmp(mode, "max") != 0)
+            return core_error(CINFER_ERR_INVALID_MODEL, "RoiAlign node '%s': mode '%s' is not avg or max", n->name,
+                              mode);
+        const char *ct = graph_attr_string(n, "coordinate_transformation_mode", "half_pixel");
+        if (strcmp(ct, "half_pixel") != 0 && strcmp(ct, "output_half_pixel") != 0)
+            return core_error(CINFER_ERR_INVALID_MODEL, "RoiAlign node '%s': coordinate_transformation_mode '%s' is "
+                              "not half_pixel or output_half_pixel", n->name, ct);
+    } else {
+        size_t count = 0;
+        const int64_t *ps = graph_attr_ints(n, "pooled_shape", &count);
+        if (!ps || count != 2)
+            return core_error(CINFER_ERR_INVALID_MODEL, "MaxRoiPool node '%s': pooled_shape must hold 2 ints",
+                              n->name);
+        oh = ps[0];
+        ow = ps[1];
+    }
+    if (oh < 1 || ow < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': output size %lldx%lld must be positive",
+                          n->op_type, n->name, (long long)oh, (long long)ow);
+    out[0].dtype = x->dtype;
+    out[0].ndim = 4;
+    out[0].dims[0] = rois->dims[0];
+    out[0].dims[1] = x->dims[1];
+    out[0].dims[2] = oh;
+    out[0].dims[3] = ow;
+    return CINFER_OK;
+}
+
+/* ---- MaxUnpool ---- */
+
+static cinfer_status infer_maxunpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    const tensor *x = &in[0];
+    int sp = x->ndim - 2;
+    size_t nk = 0, np_ = 0, ns = 0;
+    const int64_t *k = graph_attr_ints(n, "kernel_shape", &nk);
+    const int64_t *pads = graph_attr_ints(n, "pads", &np_);
+    const int64_t *strides = graph_attr_ints(n, "strides", &ns);
+    if (sp < 1 || !k || (int)nk != sp || (pads && (int)np_ != 2 * sp) || (strides && (int)ns != sp))
+        return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': X rank %d does not match kernel_shape, "
+                          "pads or strides", n->name, x->ndim);
+    if (!dtype_is_integer(in[1].dtype) || !tensor_same_shape(&in[1], x))
+        return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': indices must be integers of X's shape",
+                          n->name);
+    shape_copy(&out[0], x);
+    for (int d = 0; d < sp; d++) {
+        int64_t s = strides ? strides[d] : 1;
+        if (k[d] < 1 || s < 1)
+            return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': kernel_shape and strides must be "
+                              "positive", n->name);
+        int64_t p = pads ? pads[d] + pads[sp + d] : 0;
+        out[0].dims[2 + d] = (x->dims[2 + d] - 1) * s - p + k[d];
+        if (out[0].dims[2 + d] < 0)
+            return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': negative output dim", n->name);
+    }
+    if (present(in, num_in, 2)) {
+        const tensor *os = &in[2];
+        if (!dtype_is_integer(os->dtype) || os->ndim != 1 || os->dims[0] != x->ndim)
+            return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': output_shape must be an integer "
+                              "vector of %d entries", n->name, x->ndim);
+        for (int d = 0; d < x->ndim; d++) {
+            int64_t v = tensor_get_int(os, d);
+            /* the values land in the leading corner of output_shape, so it may only grow the inferred one */
+            if (v < out[0].dims[d] || (d < 2 && v != x->dims[d]))
+                return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': output_shape dim %d (%lld) is "
+                                  "smaller than the unpooled %lld", n->name, d, (long long)v,
+                                  (long long)out[0].dims[d]);
+            out[0].dims[d] = v;
+        }
+    }
+    return CINFER_OK;
+}
+
+/* ---- Det ---- */
+
+static cinfer_status infer_det(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    const tensor *x = &in[0];
+    if (x->ndim < 2 || x->dims[x->ndim - 1] != x->dims[x->ndim - 2])
+        return core_error(CINFER_ERR_INVALID_MODEL, "Det node '%s': input must be [..., M, M]", n->name);
+    out[0].dtype = x->dtype;
+    out[0].ndim = x->ndim - 2;
+    for (int d = 0; d < x->ndim - 2; d++) out[0].dims[d] = x->dims[d];
+    return CINFER_OK;
+}
+
 const op_schema shape_signal_schemas[] = {
+    {"HannWindow", infer_window, 1u << 0, 0, 1, 1},
+    {"HammingWindow", infer_window, 1u << 0, 0, 1, 1},
+    {"BlackmanWindow", infer_window, 1u << 0, 0, 1, 1},
+    {"DFT", infer_dft, (1u << 1) | (1u << 2), 0, 1, 3},
+    {"STFT", infer_stft, (1u << 1) | (1u << 3), 0, 2, 4},
+    {"MelWeightMatrix", infer_mel, (1u << 0) | (1u << 1), 0, 5, 5},
+    {"RoiAlign", infer_roi, 0, 0, 3, 3},
+    {"MaxRoiPool", infer_roi, 0, 0, 2, 2},
+    {"MaxUnpool", infer_maxunpool, 1u << 2, 0, 2, 3},
+    {"Det", infer_det, 0, 0, 1, 1},
     {NULL, NULL, 0, 0, 0, 0},
 };
