@@ -108,10 +108,12 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const ten
         if (n->schema && (n->schema->flags & (OP_FLAG_INPLACE | OP_FLAG_ALIAS)) && n->num_inputs > 0 &&
             n->num_outputs > 0) {
             int a = n->inputs[0], o = n->outputs[0];
+            /* input 0 must be read nowhere else by this node: a multi-pass kernel (variadic Sum) would
+             * otherwise read a later operand that aliases input 0 after overwriting it */
             int uses_here = 0;
             for (int k = 0; k < n->num_inputs; k++) uses_here += n->inputs[k] == a;
             if (a >= 0 && o >= 0 && in_arena[a] && in_arena[o] && offsets[a] >= 0 && !handed_over[a] &&
-                remaining[a] == uses_here &&
+                uses_here == 1 && remaining[a] == 1 &&
                 tensor_numel(&shapes[a]) == tensor_numel(&shapes[o]) &&
                 cinfer_dtype_size(shapes[a].dtype) == cinfer_dtype_size(shapes[o].dtype))
                 reuse_from = a;

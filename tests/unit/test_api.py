@@ -225,3 +225,15 @@ def test_duplicate_value_names_are_refused(lib):
     with pytest.raises(CinferError) as e:
         Session(lib, make_model(nodes, [x], [y]).SerializeToString())
     assert e.value.status == INVALID_MODEL and "assigned more than once" in e.value.message
+
+
+def test_variadic_op_with_repeated_operand(lib):
+    """Sum(t, y, t) where t dies at the Sum: the output must not be written over t, which is read again."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    o = helper.make_tensor_value_info("o", TensorProto.FLOAT, [4])
+    nodes = [helper.make_node("Neg", ["x"], ["t"]), helper.make_node("Sum", ["t", "y", "t"], ["s"]),
+             helper.make_node("Neg", ["s"], ["o"])]
+    s = Session(lib, make_model(nodes, [x, y], [o]).SerializeToString())
+    a, b = np.array([1, 2, 3, 4], np.float32), np.ones(4, np.float32)
+    np.testing.assert_array_equal(s.run({"x": a, "y": b})[0], -(-a + b - a))

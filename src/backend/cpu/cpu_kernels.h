@@ -6,8 +6,9 @@
 #include "graph/graph.h"
 
 /* Runs one node. Inputs and outputs are host tensors with final shapes; outputs are preallocated
- * (an output may share input 0's buffer when the schema has OP_FLAG_INPLACE/ALIAS, so read element i
- * before writing element i). An omitted optional input has dtype CINFER_DTYPE_UNDEFINED and data NULL.
+ * (output 0 may share input 0's buffer when the schema has OP_FLAG_INPLACE/ALIAS; the planner then
+ * guarantees the same element count and size and that no other input aliases it, so a kernel only has to
+ * read element i before writing element i). An omitted optional input has dtype CINFER_DTYPE_UNDEFINED and data NULL.
  * On a dtype the kernel lacks return core_error(CINFER_ERR_UNSUPPORTED, "<op> node '<name>': ...").
  * Threads: kernels may parallelise with OpenMP over cpu_num_threads(). */
 typedef cinfer_status (*cpu_kernel_fn)(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
