@@ -353,38 +353,9 @@ EW_SEG2(seg_sqrt_f64, double, double, double, sqrt(x))
 EW_SEG2(seg_first_f32, float, float, float, x)
 EW_SEG2(seg_inv_f32, float, float, float, 1.0f / x)
 
-/* An operand that shares out's buffer but is smaller (broadcast) would be read after parts of it were
- * overwritten: such operands of a and b get a copy in scratch memory, and ca/cb are the views to use.
- * (The planner only shares same-size buffers; the kernels do not rely on it.) */
-static cinfer_status ew_unalias(const graph_node *n, const tensor *a, const tensor *b, const tensor *out, tensor *ca,
-                                tensor *cb) {
-    *ca = *a;
-    *cb = *b;
-    bool copy_a = a->data == out->data && tensor_numel(a) != tensor_numel(out) && tensor_nbytes(a) > 0;
-    bool copy_b = b->data == out->data && tensor_numel(b) != tensor_numel(out) && tensor_nbytes(b) > 0;
-    if (!copy_a && !copy_b) return CINFER_OK;
-    size_t na = copy_a ? (tensor_nbytes(a) + 63) / 64 * 64 : 0, nb = copy_b ? tensor_nbytes(b) : 0;
-    char *buf = cpu_scratch(na + nb);
-    if (!buf) return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': out of memory", n->op_type, n->name);
-    if (copy_a) ca->data = memcpy(buf, a->data, tensor_nbytes(a));
-    if (copy_b) cb->data = memcpy(buf + na, b->data, nb);
-    return CINFER_OK;
-}
-
-static cinfer_status ew_binary_run(const graph_node *n, const ew_binop *op, const tensor *a, const tensor *b,
-                                   tensor *out);
-
 /* Runs a binary op over a and b into out (shapes already checked by the schema). */
-static cinfer_status ew_binary(const graph_node *n, const ew_binop *op, const tensor *a, const tensor *b, tensor *out) {
-    if ((a->data != out->data && b->data != out->data) || tensor_numel(out) == 0)
-        return ew_binary_run(n, op, a, b, out);
-    tensor ca, cb;
-    CINFER_TRY(ew_unalias(n, a, b, out, &ca, &cb));
-    return ew_binary_run(n, op, &ca, &cb, out);
-}
-
-static cinfer_status ew_binary_run(const graph_node *n, const ew_binop *op, const tensor *a, const tensor *b,
-                                   tensor *out) {
+static cinfer_status ew_binary(const graph_node *n, const ew_binop *op, const tensor *a, const tensor *b,
+                               tensor *out) {
     cinfer_dtype t = a->dtype;
     bool half = t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
     ew_seg_fn f = ((unsigned)t <= CINFER_DTYPE_BFLOAT16) ? op->fn[half ? CINFER_DTYPE_FLOAT : t] : NULL;
@@ -510,10 +481,6 @@ static cinfer_status run_pow(const graph_node *n, const tensor *in, int num_in, 
         }
         return ew_binary(n, &op_pow, a, b, &out[0]);
     }
-    tensor ca, cb;
-    CINFER_TRY(ew_unalias(n, a, b, &out[0], &ca, &cb));
-    a = &ca;
-    b = &cb;
     cpu_broadcast bc;
     cpu_broadcast_init(&bc, a, b, &out[0]);
     int64_t total = tensor_numel(&out[0]);
