@@ -35,7 +35,8 @@ struct cinfer_session {
     backend *backend;
     plan *plans[PLAN_CACHE_SIZE];
     uint64_t clock;
-    const plan *last_plan;
+    unsigned char *signature; /* this run's input signature, reused across runs (grown on demand) */
+    size_t signature_cap;
     pthread_mutex_t lock;    /* runs on one session are serialised (plans and arenas are per session) */
     bool profile;            /* option "profile": time every node */
     double *node_seconds;    /* per node, summed over runs (profile only) */
@@ -124,6 +125,7 @@ void cinfer_session_free(cinfer_session *session) {
     if (session->backend) session->backend->iface->free(session->backend);
     free(session->node_seconds);
     free(session->node_calls);
+    free(session->signature);
     pthread_mutex_destroy(&session->lock);
     free(session);
 }
@@ -135,7 +137,9 @@ void cinfer_tensor_free_data(cinfer_tensor *t) {
 }
 
 /* Matches caller tensors to model inputs (by name, else by position) and checks dtype and shape. */
-static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, size_t num_inputs, const cinfer_tensor **bound) {
+/* need_data false (planning only): data may be NULL, except for inputs whose values decide shapes. */
+static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, size_t num_inputs, bool need_data,
+                                 const cinfer_tensor **bound) {
     for (int i = 0; i < g->num_inputs; i++) bound[i] = NULL;
     for (size_t k = 0; k < num_inputs; k++) {
         const cinfer_tensor *t = &inputs[k];
@@ -185,15 +189,17 @@ static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, si
         }
         tensor view = {.dtype = t->dtype, .ndim = t->ndim};
         for (int d = 0; d < t->ndim; d++) view.dims[d] = t->dims[d];
-        if (!t->data && tensor_numel(&view) > 0)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': data is NULL", v->name);
+        if (!t->data && tensor_numel(&view) > 0 && (need_data || v->value_needed))
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': data is NULL%s", v->name,
+                              v->value_needed ? " (its values decide shapes, so data is required)" : "");
     }
     return CINFER_OK;
 }
 
-/* Signature: each input's dtype and dims, plus the bytes of inputs whose values decide shapes. */
-static cinfer_status make_signature(const graph *g, const cinfer_tensor **bound, bool need_values,
-                                    unsigned char **out, size_t *out_len) {
+/* Signature: each input's dims, plus the bytes of inputs whose values decide shapes (bind_inputs made sure
+ * those have data). Written into the session's reusable buffer: a run allocates nothing to look up its plan. */
+static cinfer_status make_signature(cinfer_session *s, const cinfer_tensor **bound, size_t *out_len) {
+    const graph *g = s->model->graph;
     size_t len = 0;
     for (int i = 0; i < g->num_inputs; i++) {
         len += sizeof(int) + sizeof(int64_t) * (size_t)bound[i]->ndim;
@@ -203,8 +209,13 @@ static cinfer_status make_signature(const graph *g, const cinfer_tensor **bound,
             len += tensor_nbytes(&view);
         }
     }
-    unsigned char *sig = malloc(len ? len : 1), *p = sig;
-    if (!sig) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (len > s->signature_cap) {
+        unsigned char *grown = realloc(s->signature, len);
+        if (!grown) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        s->signature = grown;
+        s->signature_cap = len;
+    }
+    unsigned char *p = s->signature;
     for (int i = 0; i < g->num_inputs; i++) {
         memcpy(p, &bound[i]->ndim, sizeof(int));
         p += sizeof(int);
@@ -214,19 +225,10 @@ static cinfer_status make_signature(const graph *g, const cinfer_tensor **bound,
             tensor view = {.dtype = bound[i]->dtype, .ndim = bound[i]->ndim};
             memcpy(view.dims, bound[i]->dims, sizeof view.dims);
             size_t nb = tensor_nbytes(&view);
-            if (nb) {
-                if (!bound[i]->data && need_values) {
-                    free(sig);
-                    return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': its values decide output shapes, so data is required",
-                                      g->values[g->inputs[i]].name);
-                }
-                if (bound[i]->data) memcpy(p, bound[i]->data, nb);
-                else memset(p, 0, nb);
-            }
+            if (nb) memcpy(p, bound[i]->data, nb);
             p += nb;
         }
     }
-    *out = sig;
     *out_len = len;
     return CINFER_OK;
 }
@@ -349,10 +351,10 @@ fail:
     return st;
 }
 
-static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor **bound, bool need_values, plan **out) {
-    unsigned char *sig = NULL;
+static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor **bound, plan **out) {
     size_t len = 0;
-    CINFER_TRY(make_signature(s->model->graph, bound, need_values, &sig, &len));
+    CINFER_TRY(make_signature(s, bound, &len));
+    const unsigned char *sig = s->signature;
     int free_slot = -1, oldest = 0;
     for (int i = 0; i < PLAN_CACHE_SIZE; i++) {
         plan *p = s->plans[i];
@@ -361,15 +363,17 @@ static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor *
             continue;
         }
         if (p->signature_len == len && memcmp(p->signature, sig, len) == 0) {
-            free(sig);
             p->last_used = ++s->clock;
             *out = p;
             return CINFER_OK;
         }
         if (s->plans[oldest] && p->last_used < s->plans[oldest]->last_used) oldest = i;
     }
+    unsigned char *own = malloc(len ? len : 1); /* the plan keeps its own copy */
+    if (!own) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (len) memcpy(own, sig, len);
     plan *p;
-    CINFER_TRY(build_plan(s, bound, sig, len, &p));
+    CINFER_TRY(build_plan(s, bound, own, len, &p));
     int slot = free_slot >= 0 ? free_slot : oldest;
     plan_free(s, s->plans[slot]);
     s->plans[slot] = p;
@@ -396,40 +400,10 @@ static cinfer_status plan_memory_locked(cinfer_session *session, const cinfer_te
     const graph *g = session->model->graph;
     const cinfer_tensor *bound[256];
     if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
-    for (size_t k = 0; k < num_inputs; k++) /* data may be NULL here: check shapes with a placeholder */
-        if (!inputs[k].data) {
-            cinfer_tensor *copy = malloc(sizeof(cinfer_tensor) * num_inputs);
-            if (!copy) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
-            static const char placeholder[1];
-            for (size_t j = 0; j < num_inputs; j++) {
-                copy[j] = inputs[j];
-                if (!copy[j].data) copy[j].data = (void *)placeholder;
-            }
-            cinfer_status st = bind_inputs(g, copy, num_inputs, bound);
-            plan *p = NULL;
-            if (st == CINFER_OK) {
-                for (int i = 0; i < g->num_inputs; i++)
-                    if (bound[i]->data == placeholder) {
-                        if (g->values[g->inputs[i]].value_needed) {
-                            st = core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': its values decide shapes, so data is required",
-                                            g->values[g->inputs[i]].name);
-                            break;
-                        }
-                    }
-            }
-            if (st == CINFER_OK) st = find_or_build_plan(session, bound, true, &p);
-            if (st == CINFER_OK) {
-                *arena_bytes = p->arena_bytes;
-                session->last_plan = p;
-            }
-            free(copy);
-            return st;
-        }
-    CINFER_TRY(bind_inputs(g, inputs, num_inputs, bound));
+    CINFER_TRY(bind_inputs(g, inputs, num_inputs, false, bound));
     plan *p;
-    CINFER_TRY(find_or_build_plan(session, bound, true, &p));
+    CINFER_TRY(find_or_build_plan(session, bound, &p));
     *arena_bytes = p->arena_bytes;
-    session->last_plan = p;
     return CINFER_OK;
 }
 
@@ -455,10 +429,9 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
                           num_outputs, g->num_outputs);
     if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
     const cinfer_tensor *bound[256];
-    CINFER_TRY(bind_inputs(g, inputs, num_inputs, bound));
+    CINFER_TRY(bind_inputs(g, inputs, num_inputs, true, bound));
     plan *p;
-    CINFER_TRY(find_or_build_plan(session, bound, true, &p));
-    session->last_plan = p;
+    CINFER_TRY(find_or_build_plan(session, bound, &p));
     backend *b = session->backend;
 
     /* per run: caller inputs, fresh output buffers */

@@ -237,3 +237,21 @@ def test_variadic_op_with_repeated_operand(lib):
     s = Session(lib, make_model(nodes, [x, y], [o]).SerializeToString())
     a, b = np.array([1, 2, 3, 4], np.float32), np.ones(4, np.float32)
     np.testing.assert_array_equal(s.run({"x": a, "y": b})[0], -(-a + b - a))
+
+
+def test_plan_memory_without_data(lib):
+    """Planning needs shapes only; an arena grows with the batch."""
+    import ctypes
+    from cinfer_ctypes import Tensor
+    s = Session(lib, add_relu_model().SerializeToString())
+    fn = lib.lib.cinfer_session_plan_memory
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    sizes = []
+    for batch in (1, 64):
+        t = (Tensor * 1)()
+        t[0].name, t[0].dtype, t[0].ndim, t[0].data = b"x", 1, 2, None
+        t[0].dims[0], t[0].dims[1] = batch, 4
+        arena = ctypes.c_size_t()
+        lib.check(fn(s.session, t, 1, ctypes.byref(arena)))
+        sizes.append(arena.value)
+    assert 0 < sizes[0] < sizes[1]
