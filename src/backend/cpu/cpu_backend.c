@@ -1,5 +1,6 @@
 /* The CPU backend: host memory, kernel lookup over the family tables, thread count for OpenMP/OpenBLAS. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@ static const cpu_kernel *const kernel_tables[] = {
 };
 
 static _Thread_local int current_threads = 1;
+static atomic_int blas_threads; /* last count given to openblas_set_num_threads (0: never) */
 
 /* Scratch buffers: each CPU backend owns one; direct calls (constant folding, host shape nodes) share a
  * thread-local one. cpu_run_node points `current_scratch` at the backend's for the length of a node. */
@@ -124,7 +126,8 @@ static cinfer_status cpu_run_node(backend *b, const graph_node *n, const tensor 
                                   int num_out) {
     cpu_context *ctx = b->context;
     cpu_set_num_threads(ctx->threads);
-    openblas_set_num_threads(ctx->threads);
+    /* OpenBLAS's thread count is process-wide: call into it only when a session with another count runs */
+    if (atomic_exchange(&blas_threads, ctx->threads) != ctx->threads) openblas_set_num_threads(ctx->threads);
     current_scratch = &ctx->scratch;
     cinfer_status st = backend_cpu_run_node(n, in, num_in, out, num_out);
     current_scratch = NULL;
