@@ -137,6 +137,13 @@ void cinfer_tensor_free_data(cinfer_tensor *t) {
 }
 
 /* Matches caller tensors to model inputs (by name, else by position) and checks dtype and shape. */
+/* Bytes of a caller's tensor (its rank already checked). */
+static size_t input_bytes(const cinfer_tensor *t) {
+    tensor view = {.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(view.dims, t->dims, sizeof view.dims);
+    return tensor_nbytes(&view);
+}
+
 /* need_data false (planning only): data may be NULL, except for inputs whose values decide shapes. */
 static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, size_t num_inputs, bool need_data,
                                  const cinfer_tensor **bound) {
@@ -187,9 +194,7 @@ static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, si
                                   v->name, d, (long long)v->dims[d], (long long)t->dims[d],
                                   tensor_shape_str(&tw, want, sizeof want), tensor_shape_str(&tg, got, sizeof got));
         }
-        tensor view = {.dtype = t->dtype, .ndim = t->ndim};
-        for (int d = 0; d < t->ndim; d++) view.dims[d] = t->dims[d];
-        if (!t->data && tensor_numel(&view) > 0 && (need_data || v->value_needed))
+        if (!t->data && input_bytes(t) > 0 && (need_data || v->value_needed))
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': data is NULL%s", v->name,
                               v->value_needed ? " (its values decide shapes, so data is required)" : "");
     }
@@ -204,9 +209,7 @@ static cinfer_status make_signature(cinfer_session *s, const cinfer_tensor **bou
     for (int i = 0; i < g->num_inputs; i++) {
         len += sizeof(int) + sizeof(int64_t) * (size_t)bound[i]->ndim;
         if (g->values[g->inputs[i]].value_needed) {
-            tensor view = {.dtype = bound[i]->dtype, .ndim = bound[i]->ndim};
-            memcpy(view.dims, bound[i]->dims, sizeof view.dims);
-            len += tensor_nbytes(&view);
+            len += input_bytes(bound[i]);
         }
     }
     if (len > s->signature_cap) {
@@ -222,9 +225,7 @@ static cinfer_status make_signature(cinfer_session *s, const cinfer_tensor **bou
         memcpy(p, bound[i]->dims, sizeof(int64_t) * (size_t)bound[i]->ndim);
         p += sizeof(int64_t) * (size_t)bound[i]->ndim;
         if (g->values[g->inputs[i]].value_needed) {
-            tensor view = {.dtype = bound[i]->dtype, .ndim = bound[i]->ndim};
-            memcpy(view.dims, bound[i]->dims, sizeof view.dims);
-            size_t nb = tensor_nbytes(&view);
+            size_t nb = input_bytes(bound[i]);
             if (nb) memcpy(p, bound[i]->data, nb);
             p += nb;
         }
