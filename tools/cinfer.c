@@ -16,11 +16,12 @@ static void usage(FILE *f) {
     fprintf(f,
             "cinfer %s: ONNX inference engine\n"
             "usage:\n"
-            "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu] [--threads N]\n"
+            "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu|cuda[:N]] [--threads N]\n"
             "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
             "  cinfer ops\n"
-            "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu]\n"
+            "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu|cuda[:N]]\n"
             "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...] [--profile]\n"
+            "  cinfer gpus                 list the CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies)\n"
             "  cinfer version\n"
             "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
             "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n",
@@ -200,6 +201,21 @@ static int fill_random(cinfer_tensor *t, long int_high) {
         case CINFER_DTYPE_BOOL: ((uint8_t *)t->data)[i] = (uint8_t)(k & 1); break;
         default: memset((char *)t->data + i * es, 0, es); break;
         }
+    }
+    return 0;
+}
+
+static int cmd_gpus(void) {
+    int count = 0;
+    if (cinfer_cuda_device_count(&count) != CINFER_OK) return fail("gpus");
+    printf("%-6s %-28s %-42s %-4s %10s %10s %5s %s\n", "device", "name", "uuid", "cc", "total MiB", "free MiB", "SMs",
+           "pci");
+    for (int d = 0; d < count; d++) {
+        cinfer_device_info info;
+        if (cinfer_cuda_device_info(d, &info) != CINFER_OK) return fail("gpus");
+        printf("cuda:%-1d %-28s %-42s %d.%d  %10zu %10zu %5d %04x:%02x:%02x%s\n", d, info.name, info.uuid,
+               info.compute_major, info.compute_minor, info.total_memory >> 20, info.free_memory >> 20,
+               info.multiprocessors, info.pci_domain, info.pci_bus, info.pci_device, info.failed ? "  FAILED" : "");
     }
     return 0;
 }
@@ -478,6 +494,11 @@ static int cmd_bench(const cli_options *o) {
     printf("%-10s %10s %10s %10s %10s %10s %14s\n", "", "mean ms", "p50 ms", "p90 ms", "p99 ms", "min ms", "items/s");
     printf("%-10s %10.3f %10.3f %10.3f %10.3f %10.3f %14.1f\n", "latency", total / (double)o->iters, PCT(50), PCT(90),
            PCT(99), times[0], (double)o->batch * (double)o->iters / (total / 1e3));
+    cinfer_run_stats rs;
+    if (cinfer_session_last_run_stats(session, &rs) == CINFER_OK && (rs.host_to_device_copies || rs.device_to_host_copies))
+        printf("copies per run: %llu host->device (%llu bytes), %llu device->host (%llu bytes)\n",
+               (unsigned long long)rs.host_to_device_copies, (unsigned long long)rs.host_to_device_bytes,
+               (unsigned long long)rs.device_to_host_copies, (unsigned long long)rs.device_to_host_bytes);
     if (o->profile) print_profile(model, session, o->warmup + o->iters);
 done:
     for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) {
@@ -508,6 +529,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "ops") == 0) return cmd_ops();
+    if (strcmp(cmd, "gpus") == 0) return cmd_gpus();
     cli_options o;
     int rc = parse_options(argc - 2, argv + 2, &o);
     if (rc) return rc;

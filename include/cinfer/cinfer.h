@@ -126,10 +126,52 @@ cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t index, cons
 size_t cinfer_num_supported_ops(void);
 cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
 
+/* ---- CUDA devices ----
+ * The CUDA backend is a module (libcinfer_cuda.so beside libcinfer.so, or the path in CINFER_CUDA_MODULE)
+ * loaded on first use, so CPU-only programs never load CUDA. Devices are numbered as the process sees them:
+ * CUDA_VISIBLE_DEVICES (indices, GPU-<uuid> or MIG-<uuid>) applies. Without the module, a driver or a device,
+ * these calls fail with a message saying which. */
+typedef struct cinfer_device_info {
+    int index;                /* ordinal as this process sees it */
+    char name[256];
+    char uuid[96];            /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (a MIG instance's own UUID under MIG) */
+    int compute_major, compute_minor;
+    size_t total_memory, free_memory;
+    int multiprocessors;
+    int pci_bus, pci_device, pci_domain;
+    int failed;               /* 1 after a sticky CUDA error: the device refuses work until the process restarts */
+} cinfer_device_info;
+cinfer_status cinfer_cuda_device_count(int *count);
+cinfer_status cinfer_cuda_device_info(int device, cinfer_device_info *out);
+
+/* The device's caching allocator (weights, activation arenas, workspaces of every session on it). */
+typedef struct cinfer_memory_stats {
+    size_t allocated_bytes;      /* held by live allocations */
+    size_t reserved_bytes;       /* device memory the cache holds (allocated + cached) */
+    size_t active_blocks;
+    size_t peak_allocated_bytes;
+    size_t peak_reserved_bytes;
+    size_t num_device_mallocs;   /* cudaMalloc calls */
+    size_t num_device_frees;
+    size_t num_alloc_retries;    /* requests that had to free the cache and retry */
+    size_t num_ooms;             /* requests that failed */
+    size_t inactive_split_bytes; /* free bytes inside partly used segments (fragmentation) */
+    size_t limit_bytes;          /* cap on reserved bytes, 0 = none */
+    size_t pinned_reserved_bytes; /* pinned host staging memory held */
+} cinfer_memory_stats;
+cinfer_status cinfer_cuda_memory_stats(int device, cinfer_memory_stats *out);
+/* Caps the device's reserved memory: bytes > 0, else a fraction (0, 1] of its total; 0 and 0 remove the cap. */
+cinfer_status cinfer_cuda_set_memory_limit(int device, size_t bytes, double fraction);
+/* Returns cached, unused device memory to the driver. */
+cinfer_status cinfer_cuda_empty_cache(int device);
+
 /* ---- sessions ---- */
-/* Creates a session running `model` on `device` ("cpu"; "cuda[:N]" once the CUDA backend exists).
+/* Creates a session running `model` on `device`: "cpu", or "cuda" / "cuda:N" (CUDA device N, default 0).
  * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores);
- * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node). */
+ * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);
+ * "guard_bytes" = N (debugging, used by the differential op tests): every intermediate and output gets its own
+ * block with N guard bytes around it, filled with a pattern and checked after each run, so an out-of-bounds
+ * write fails the run naming the value and node. */
 cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
                                     const char *const *option_keys, const char *const *option_values,
                                     size_t num_options, cinfer_session **out);
@@ -159,6 +201,17 @@ const char *cinfer_session_host_node(const cinfer_session *session, size_t index
  * host while planning). Needs the session option profile=1. */
 cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index, const char **node_name,
                                           const char **op_type, double *total_ms, uint64_t *calls);
+
+/* Counters of the session's last run: host<->device copies it made (0 on the CPU). A run copies each model
+ * input to the device once and each output back once; values the host already knows (shape subgraphs,
+ * constants) are not copied per run. */
+typedef struct cinfer_run_stats {
+    uint64_t host_to_device_copies;
+    uint64_t device_to_host_copies;
+    uint64_t host_to_device_bytes;
+    uint64_t device_to_host_bytes;
+} cinfer_run_stats;
+cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
 
 /* Releases output data allocated by cinfer_session_run and clears t->data. */
 void cinfer_tensor_free_data(cinfer_tensor *t);

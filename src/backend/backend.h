@@ -21,13 +21,23 @@ struct backend_i {
     /* Device memory for arenas and outputs; host memory for the CPU backend. */
     cinfer_status (*alloc)(backend *b, size_t bytes, void **out);
     void (*release)(backend *b, void *ptr);
-    /* Copies between host and the backend's memory (memcpy on the CPU). May be NULL for host backends. */
+    /* Copies between host and the backend's memory (memcpy on the CPU). Device backends may queue them:
+     * copy_to_device may return before the copy ran (the source may be reused at once: it is staged), and
+     * copy_to_host completes at the next synchronize. */
     cinfer_status (*copy_to_device)(backend *b, void *dst, const void *src, size_t bytes);
     cinfer_status (*copy_to_host)(backend *b, void *dst, const void *src, size_t bytes);
     /* Runs one node on tensors whose data lives in this backend's memory; shapes are already inferred. */
     cinfer_status (*run_node)(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-    /* Waits for queued work (NULL for synchronous backends). */
+    /* Waits for queued work (NULL for synchronous backends); completes pending copy_to_host copies. */
     cinfer_status (*synchronize)(backend *b);
+    /* Optional: bracket one run (per-run copy counters, profiler ranges). `label` names the model. */
+    cinfer_status (*begin_run)(backend *b, const char *label);
+    void (*end_run)(backend *b);
+    /* Device backends: the device copy of constant value `v` of the graph the backend was created for (uploaded
+     * once per device and model). NULL for host backends. */
+    void *(*constant_data)(backend *b, int v);
+    /* Optional: copies made by the last run (begin_run resets them). */
+    void (*last_run_stats)(const backend *b, cinfer_run_stats *out);
     bool host_memory; /* buffers are plain host pointers (the runtime may read them directly) */
 };
 

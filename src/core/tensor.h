@@ -14,6 +14,10 @@ typedef struct tensor {
     int ndim;
     int64_t dims[CINFER_MAX_DIMS];
     void *data;
+    /* Device backends only: a host copy of the data when the value is known while planning (constants,
+     * shape-subgraph results, inputs whose values decide shapes), so kernels can read parameters such as
+     * Slice's starts without a device round trip. NULL otherwise; host backends leave it NULL. */
+    const void *host_data;
 } tensor;
 
 int64_t tensor_numel(const tensor *t);

@@ -153,3 +153,21 @@ done:
     free(fl.blocks);
     return st;
 }
+
+cinfer_status graph_plan_memory_guarded(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
+                                        size_t guard_bytes, int64_t *offsets, size_t *arena_bytes) {
+    size_t guard = align_up(guard_bytes);
+    size_t cursor = guard;
+    for (int v = 0; v < g->num_values; v++) offsets[v] = -1;
+    for (int i = 0; i < g->num_nodes; i++) {
+        if (!node_runs[i]) continue;
+        for (int k = 0; k < g->nodes[i].num_outputs; k++) {
+            int o = g->nodes[i].outputs[k];
+            if (o < 0 || !in_arena[o] || offsets[o] >= 0) continue;
+            offsets[o] = (int64_t)cursor;
+            cursor += block_size(&shapes[o]) + guard;
+        }
+    }
+    *arena_bytes = cursor;
+    return CINFER_OK;
+}

@@ -16,4 +16,10 @@
 cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
                                 int64_t *offsets, size_t *arena_bytes);
 
+/* Debugging layout: every arena value gets its own block with `guard_bytes` (rounded up to the alignment) of
+ * guard space before and after it, nothing is reused or written in place. The runtime fills the arena with a
+ * pattern before a run and checks the guards after it, so an out-of-bounds write names its value. */
+cinfer_status graph_plan_memory_guarded(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
+                                        size_t guard_bytes, int64_t *offsets, size_t *arena_bytes);
+
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cuda_module.h"
 #include "core/status.h"
 #include "graph/op_schema.h"
 #include "graph/planner.h"
@@ -27,6 +28,10 @@ typedef struct plan {
     bool *node_runs;
     void *arena;
     size_t arena_bytes;
+    /* Device backends: one buffer for the model inputs, the produced model outputs and the host-known values
+     * device nodes read (uploaded once, when the plan is built). */
+    void *io_block;
+    size_t io_bytes;
     uint64_t last_used;
 } plan;
 
@@ -39,6 +44,9 @@ struct cinfer_session {
     size_t signature_cap;
     pthread_mutex_t lock;    /* runs on one session are serialised (plans and arenas are per session) */
     bool profile;            /* option "profile": time every node */
+    size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
+    unsigned char *guard_host; /* host image of the arena for filling and checking guards */
+    size_t guard_host_bytes;
     double *node_seconds;    /* per node, summed over runs (profile only) */
     uint64_t *node_calls;
 };
@@ -54,6 +62,7 @@ static void plan_free(cinfer_session *s, plan *p) {
     if (p->host_owned)
         for (int v = 0; v < s->model->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
     if (p->arena) s->backend->iface->release(s->backend, p->arena);
+    if (p->io_block) s->backend->iface->release(s->backend, p->io_block);
     free(p->signature);
     free(p->values);
     free(p->offsets);
@@ -62,12 +71,40 @@ static void plan_free(cinfer_session *s, plan *p) {
     free(p);
 }
 
+/* Every node that runs on the backend (not the host-evaluated shape nodes) must have a kernel there; names
+ * every missing op with its first node at once. */
+static cinfer_status check_backend_ops(cinfer_session *s) {
+    const graph *g = s->model->graph;
+    char missing[1024];
+    size_t used = 0;
+    int count = 0;
+    missing[0] = '\0';
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->host_eval || s->backend->iface->supports_op(s->backend, n)) continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !g->nodes[j].host_eval && strcmp(g->nodes[j].op_type, n->op_type) == 0 &&
+                   !s->backend->iface->supports_op(s->backend, &g->nodes[j]);
+        if (seen) continue;
+        count++;
+        if (used < sizeof missing - 80)
+            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s (node '%s')", count > 1 ? ", " : "",
+                                     n->op_type, n->name);
+    }
+    if (count)
+        return core_error(CINFER_ERR_UNSUPPORTED, "the %s backend has no kernel for %d op type%s of this model: %s",
+                          s->backend->iface->name, count, count > 1 ? "s" : "", missing);
+    return CINFER_OK;
+}
+
 cinfer_status cinfer_session_create(const cinfer_model *model, const char *device, const char *const *option_keys,
                                     const char *const *option_values, size_t num_options, cinfer_session **out) {
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
     int threads = 0;
     bool profile = false;
+    long guard_bytes = 0;
     for (size_t i = 0; i < num_options; i++) {
         const char *k = option_keys[i], *v = option_values[i];
         if (strcmp(k, "threads") == 0) {
@@ -80,17 +117,28 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'profile': '%s' is not 0 or 1", v);
             profile = v[0] == '1';
+        } else if (strcmp(k, "guard_bytes") == 0) {
+            char *end;
+            guard_bytes = strtol(v, &end, 10);
+            if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, profile)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, profile, guard_bytes)", k);
         }
     }
-    if (device && strcmp(device, "cpu") != 0)
-        return core_error(CINFER_ERR_UNSUPPORTED, "device '%s' is not available (this build has: cpu)", device);
+    int cuda_ordinal = -1;
+    if (device && strcmp(device, "cpu") != 0) {
+        bool valid = false;
+        if (!device_parse_cuda(device, &cuda_ordinal, &valid))
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "device '%s' is not known (devices: cpu, cuda, cuda:N)", device);
+        if (!valid) return core_error(CINFER_ERR_INVALID_ARGUMENT, "device '%s': expected cuda or cuda:N with N >= 0", device);
+    }
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
     pthread_mutex_init(&s->lock, NULL);
     s->profile = profile;
+    s->guard_bytes = (size_t)guard_bytes;
     if (profile) {
         size_t count = (size_t)(model->graph->num_nodes ? model->graph->num_nodes : 1);
         s->node_seconds = calloc(count, sizeof(double));
@@ -102,19 +150,26 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
         }
     }
-    cinfer_status st = backend_cpu_create(threads, &s->backend);
+    cinfer_status st;
+    if (cuda_ordinal >= 0) {
+        const cuda_module_api *m = device_cuda_module();
+        cuda_backend_options opt = {.device = cuda_ordinal};
+        st = m ? m->backend_create(&opt, model->graph, &s->backend) : CINFER_ERR_UNSUPPORTED;
+        if (st != CINFER_OK) core_error_prefix(st, "device '%s': ", device);
+    } else {
+        st = backend_cpu_create(threads, &s->backend);
+    }
     if (st != CINFER_OK) {
         free(s->node_seconds);
         free(s->node_calls);
         free(s);
         return st;
     }
-    for (int i = 0; i < model->graph->num_nodes; i++)
-        if (!s->backend->iface->supports_op(s->backend, &model->graph->nodes[i])) {
-            cinfer_session_free(s);
-            return core_error(CINFER_ERR_UNSUPPORTED, "node '%s': the %s backend has no %s", model->graph->nodes[i].name,
-                              s->backend->iface->name, model->graph->nodes[i].op_type);
-        }
+    st = check_backend_ops(s);
+    if (st != CINFER_OK) {
+        cinfer_session_free(s);
+        return st;
+    }
     *out = s;
     return CINFER_OK;
 }
@@ -126,6 +181,7 @@ void cinfer_session_free(cinfer_session *session) {
     free(session->node_seconds);
     free(session->node_calls);
     free(session->signature);
+    free(session->guard_host);
     pthread_mutex_destroy(&session->lock);
     free(session);
 }
@@ -234,6 +290,67 @@ static cinfer_status make_signature(cinfer_session *s, const cinfer_tensor **bou
     return CINFER_OK;
 }
 
+static size_t align_io(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* Device backends: constants point at the device's shared weights; model inputs, produced model outputs and
+ * host-known values that device nodes read get slots in the plan's io block, the host-known ones uploaded now.
+ * Every value the host knows keeps its host copy in host_data (kernels read parameters there; outputs that are
+ * host-known are copied from there). */
+static cinfer_status bind_device_values(cinfer_session *s, plan *p) {
+    const graph *g = s->model->graph;
+    backend *b = s->backend;
+    int nv = g->num_values;
+    bool *read_on_device = calloc((size_t)(nv ? nv : 1), sizeof(bool));
+    int64_t *slot = malloc(sizeof(int64_t) * (size_t)(nv ? nv : 1));
+    cinfer_status st = CINFER_OK;
+    if (!read_on_device || !slot) {
+        st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning");
+        goto done;
+    }
+    for (int i = 0; i < g->num_nodes; i++) {
+        if (!p->node_runs[i]) continue;
+        for (int k = 0; k < g->nodes[i].num_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) read_on_device[g->nodes[i].inputs[k]] = true;
+    }
+    p->io_bytes = 0;
+    for (int v = 0; v < nv; v++) {
+        const graph_value *gv = &g->values[v];
+        tensor *t = &p->values[v];
+        slot[v] = -1;
+        if (gv->kind == VALUE_CONSTANT) {
+            t->host_data = gv->constant.data;
+            t->data = read_on_device[v] ? b->iface->constant_data(b, v) : NULL;
+            continue;
+        }
+        bool produced_on_device = gv->producer >= 0 && p->node_runs[gv->producer];
+        if (p->host_owned[v]) t->host_data = p->host_owned[v];
+        bool needs_slot = (p->host_owned[v] && read_on_device[v]) || (gv->kind == VALUE_INPUT && !gv->value_needed) ||
+                          (gv->is_output && produced_on_device && p->offsets[v] < 0);
+        if (!needs_slot) {
+            if (p->host_owned[v]) t->data = NULL; /* host-only: nothing on the device reads it */
+            continue;
+        }
+        slot[v] = (int64_t)p->io_bytes;
+        p->io_bytes += align_io(tensor_nbytes(t) ? tensor_nbytes(t) : 1);
+    }
+    st = b->iface->alloc(b, p->io_bytes, &p->io_block);
+    if (st != CINFER_OK) goto done;
+    for (int v = 0; v < nv; v++) {
+        if (slot[v] < 0) continue;
+        tensor *t = &p->values[v];
+        t->data = (char *)p->io_block + slot[v];
+        if (p->host_owned[v]) {
+            st = b->iface->copy_to_device(b, t->data, p->host_owned[v], tensor_nbytes(t));
+            if (st != CINFER_OK) goto done;
+        }
+    }
+    st = b->iface->synchronize ? b->iface->synchronize(b) : CINFER_OK;
+done:
+    free(read_on_device);
+    free(slot);
+    return st;
+}
+
 static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
                                 size_t signature_len, plan **out) {
     const graph *g = s->model->graph;
@@ -334,15 +451,22 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
         for (int k = 0; k < n->num_outputs; k++) {
             int v = n->outputs[k];
             if (v < 0) continue;
-            in_arena[v] = !g->values[v].is_output;
+            in_arena[v] = !g->values[v].is_output || s->guard_bytes; /* guarded: outputs are checked too */
         }
     }
-    st = graph_plan_memory(g, p->node_runs, p->values, in_arena, p->offsets, &p->arena_bytes);
+    if (s->guard_bytes)
+        st = graph_plan_memory_guarded(g, p->node_runs, p->values, in_arena, s->guard_bytes, p->offsets, &p->arena_bytes);
+    else
+        st = graph_plan_memory(g, p->node_runs, p->values, in_arena, p->offsets, &p->arena_bytes);
     if (st != CINFER_OK) goto fail;
     st = s->backend->iface->alloc(s->backend, p->arena_bytes, &p->arena);
     if (st != CINFER_OK) goto fail;
     for (int v = 0; v < nv; v++)
         if (p->offsets[v] >= 0) p->values[v].data = (char *)p->arena + p->offsets[v];
+    if (!s->backend->iface->host_memory) {
+        st = bind_device_values(s, p);
+        if (st != CINFER_OK) goto fail;
+    }
     free(in_arena);
     *out = p;
     return CINFER_OK;
@@ -411,6 +535,105 @@ static cinfer_status plan_memory_locked(cinfer_session *session, const cinfer_te
 static cinfer_status session_run_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                         cinfer_tensor *outputs, size_t num_outputs);
 
+#define GUARD_PATTERN 0xA5
+
+/* Guarded layout: fills the whole arena with the pattern before the nodes run. */
+static cinfer_status guard_fill(cinfer_session *s, plan *p) {
+    if (p->arena_bytes > s->guard_host_bytes) {
+        unsigned char *h = realloc(s->guard_host, p->arena_bytes);
+        if (!h) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory for the guard image");
+        s->guard_host = h;
+        s->guard_host_bytes = p->arena_bytes;
+    }
+    memset(s->guard_host, GUARD_PATTERN, p->arena_bytes);
+    return s->backend->iface->copy_to_device(s->backend, p->arena, s->guard_host, p->arena_bytes);
+}
+
+/* After the run: every arena byte outside the values' own bytes must still hold the pattern. */
+static cinfer_status guard_check(cinfer_session *s, plan *p) {
+    const graph *g = s->model->graph;
+    backend *b = s->backend;
+    CINFER_TRY(b->iface->copy_to_host(b, s->guard_host, p->arena, p->arena_bytes));
+    if (b->iface->synchronize) CINFER_TRY(b->iface->synchronize(b));
+    for (int v = 0; v < g->num_values; v++) {
+        if (p->offsets[v] < 0) continue;
+        size_t start = (size_t)p->offsets[v], end = start + tensor_nbytes(&p->values[v]);
+        size_t guard = s->guard_bytes;
+        size_t lo = start >= guard ? start - guard : 0, hi = end + guard < p->arena_bytes ? end + guard : p->arena_bytes;
+        for (size_t i = lo; i < hi; i++) {
+            if (i == start) i = end;
+            if (i >= hi) break;
+            if (s->guard_host[i] != GUARD_PATTERN) {
+                int producer = g->values[v].producer;
+                return core_error(CINFER_ERR_RUNTIME,
+                                  "guard bytes %s value '%s' (output of %s node '%s') were overwritten at byte %lld "
+                                  "relative to its start: an out-of-bounds write",
+                                  i < start ? "before" : "after", g->values[v].name,
+                                  producer >= 0 ? g->nodes[producer].op_type : "?",
+                                  producer >= 0 ? g->nodes[producer].name : "?", (long long)i - (long long)start);
+            }
+        }
+    }
+    return CINFER_OK;
+}
+
+/* Runs the plan's backend nodes in order. */
+static cinfer_status run_nodes(cinfer_session *session, plan *p) {
+    const graph *g = session->model->graph;
+    backend *b = session->backend;
+    if (session->guard_bytes) CINFER_TRY(guard_fill(session, p));
+    for (int i = 0; i < g->num_nodes; i++) {
+        if (!p->node_runs[i]) continue;
+        const graph_node *n = &g->nodes[i];
+        tensor in[GRAPH_MAX_NODE_IO], out[GRAPH_MAX_NODE_IO];
+        for (int k = 0; k < n->num_inputs; k++) {
+            if (n->inputs[k] < 0) memset(&in[k], 0, sizeof in[k]);
+            else in[k] = p->values[n->inputs[k]];
+        }
+        for (int k = 0; k < n->num_outputs; k++) {
+            if (n->outputs[k] < 0) memset(&out[k], 0, sizeof out[k]);
+            else out[k] = p->values[n->outputs[k]];
+        }
+        double t0 = session->profile ? monotonic_seconds() : 0;
+        CINFER_TRY(b->iface->run_node(b, n, in, n->num_inputs, out, n->num_outputs));
+        if (session->profile) {
+            if (b->iface->synchronize) CINFER_TRY(b->iface->synchronize(b)); /* time the work, not the launch */
+            session->node_seconds[i] += monotonic_seconds() - t0;
+            session->node_calls[i]++;
+        }
+    }
+    if (session->guard_bytes) CINFER_TRY(guard_check(session, p));
+    return CINFER_OK;
+}
+
+/* Device backends: inputs up, nodes, produced outputs down; host-known outputs come from their host copies. */
+static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfer_tensor **bound, cinfer_tensor *outputs) {
+    const graph *g = session->model->graph;
+    backend *b = session->backend;
+    for (int i = 0; i < g->num_inputs; i++) {
+        const tensor *t = &p->values[g->inputs[i]];
+        if (g->values[g->inputs[i]].value_needed || !t->data) continue;
+        CINFER_TRY(b->iface->copy_to_device(b, t->data, bound[i]->data, tensor_nbytes(t)));
+    }
+    CINFER_TRY(run_nodes(session, p));
+    for (int k = 0; k < g->num_outputs; k++) {
+        int v = g->outputs[k];
+        const tensor *t = &p->values[v];
+        size_t nb = tensor_nbytes(t);
+        if (!nb) continue;
+        const graph_value *gv = &g->values[v];
+        if (gv->producer >= 0 && p->node_runs[gv->producer]) {
+            CINFER_TRY(b->iface->copy_to_host(b, outputs[k].data, t->data, nb));
+        } else if (t->host_data) {
+            memcpy(outputs[k].data, t->host_data, nb);
+        } else {
+            for (int i = 0; i < g->num_inputs; i++)
+                if (g->inputs[i] == v) memcpy(outputs[k].data, bound[i]->data, nb);
+        }
+    }
+    return b->iface->synchronize(b);
+}
+
 cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                  cinfer_tensor *outputs, size_t num_outputs) {
     if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: session is NULL");
@@ -435,10 +658,13 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
     CINFER_TRY(find_or_build_plan(session, bound, &p));
     backend *b = session->backend;
 
-    /* per run: caller inputs, fresh output buffers */
-    for (int i = 0; i < g->num_inputs; i++)
-        if (!g->values[g->inputs[i]].value_needed) p->values[g->inputs[i]].data = bound[i]->data;
+    bool on_device = !b->iface->host_memory;
+    /* per run: caller inputs (a host backend reads them in place), fresh output buffers */
+    if (!on_device)
+        for (int i = 0; i < g->num_inputs; i++)
+            if (!g->values[g->inputs[i]].value_needed) p->values[g->inputs[i]].data = bound[i]->data;
     for (size_t k = 0; k < num_outputs; k++) memset(&outputs[k], 0, sizeof outputs[k]);
+    if (g->num_outputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model outputs");
     cinfer_status st = CINFER_OK;
     for (int k = 0; k < g->num_outputs; k++) {
         int v = g->outputs[k];
@@ -453,46 +679,32 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
             goto fail;
         }
     }
+    if (b->iface->begin_run) {
+        st = b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run");
+        if (st != CINFER_OK) goto fail;
+    }
+    if (on_device) {
+        st = run_on_device(session, p, bound, outputs);
+        if (st != CINFER_OK && b->iface->synchronize) b->iface->synchronize(b); /* drain before the buffers go */
+        if (b->iface->end_run) b->iface->end_run(b);
+        if (st != CINFER_OK) goto fail;
+        return CINFER_OK;
+    }
     /* a produced output is written straight into the caller's buffer (first listing wins) */
     bool produced_direct[256] = {0};
-    if (g->num_outputs > 256) {
-        st = core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model outputs");
-        goto fail;
-    }
     for (int k = 0; k < g->num_outputs; k++) {
         int v = g->outputs[k];
         bool first = true;
         for (int j = 0; j < k; j++) first = first && g->outputs[j] != v;
-        if (first && g->values[v].producer >= 0 && p->node_runs[g->values[v].producer]) {
+        if (first && !session->guard_bytes && g->values[v].producer >= 0 && p->node_runs[g->values[v].producer]) {
             p->values[v].data = outputs[k].data;
             produced_direct[k] = true;
         }
     }
-    for (int i = 0; i < g->num_nodes; i++) {
-        if (!p->node_runs[i]) continue;
-        const graph_node *n = &g->nodes[i];
-        tensor in[GRAPH_MAX_NODE_IO], out[GRAPH_MAX_NODE_IO];
-        for (int k = 0; k < n->num_inputs; k++) {
-            if (n->inputs[k] < 0) memset(&in[k], 0, sizeof in[k]);
-            else in[k] = p->values[n->inputs[k]];
-        }
-        for (int k = 0; k < n->num_outputs; k++) {
-            if (n->outputs[k] < 0) memset(&out[k], 0, sizeof out[k]);
-            else out[k] = p->values[n->outputs[k]];
-        }
-        double t0 = session->profile ? monotonic_seconds() : 0;
-        st = b->iface->run_node(b, n, in, n->num_inputs, out, n->num_outputs);
-        if (st != CINFER_OK) goto fail;
-        if (session->profile) {
-            if (b->iface->synchronize) b->iface->synchronize(b); /* asynchronous backends: time the work, not the launch */
-            session->node_seconds[i] += monotonic_seconds() - t0;
-            session->node_calls[i]++;
-        }
-    }
-    if (b->iface->synchronize) {
-        st = b->iface->synchronize(b);
-        if (st != CINFER_OK) goto fail;
-    }
+    st = run_nodes(session, p);
+    if (st == CINFER_OK && b->iface->synchronize) st = b->iface->synchronize(b);
+    if (b->iface->end_run) b->iface->end_run(b);
+    if (st != CINFER_OK) goto fail;
     /* outputs that are inputs, constants, host values or repeated: copy */
     for (int k = 0; k < g->num_outputs; k++) {
         if (produced_direct[k]) continue;
@@ -503,6 +715,13 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
 fail:
     for (size_t k = 0; k < num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
     return st;
+}
+
+cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out) {
+    if (!session || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_last_run_stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (session->backend->iface->last_run_stats) session->backend->iface->last_run_stats(session->backend, out);
+    return CINFER_OK;
 }
 
 size_t cinfer_session_num_host_nodes(const cinfer_session *session) {

@@ -36,6 +36,10 @@ def test_matches_onnxruntime(built, batch):
     expected = reference.run(None, feeds)
     actual = sess.run(feeds)
     assert len(actual) == len(expected)
+    if sess.device != "cpu":  # no hidden host round trips: each input goes up once, each output comes down once
+        stats = sess.last_run_stats()
+        assert stats.host_to_device_copies == sum(1 for a in feeds.values() if a.size), stats.host_to_device_copies
+        assert stats.device_to_host_copies == sum(1 for a in expected if a.size), stats.device_to_host_copies
     for out, (a, e) in zip(reference.get_outputs(), zip(actual, expected)):
         assert a.dtype == e.dtype, f"{name}/{out.name}: dtype {a.dtype} vs {e.dtype}"
         assert a.shape == e.shape, f"{name}/{out.name}: shape {a.shape} vs {e.shape}"

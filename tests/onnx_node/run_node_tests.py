@@ -11,7 +11,8 @@ Cases that use an op cinfer lacks, or a sequence/optional value, count as "unsup
 ops exist but whose dtype or attribute a kernel refuses with CINFER_ERR_UNSUPPORTED count as
 "unsupported-variant" and are listed per op, so the gap stays visible.
 
-Usage: run_node_tests.py [--filter REGEX] [--verbose] [--list-failures]
+Usage: run_node_tests.py [--filter REGEX] [--verbose] [--list-failures] [--device cpu|cuda[:N]]
+(--device defaults to CINFER_TEST_DEVICE, else cpu; all cases run in this one process on that device.)
 """
 import argparse
 import collections
@@ -126,7 +127,11 @@ def main():
     ap.add_argument("--filter", help="only cases whose name matches this regex (skips the count check)")
     ap.add_argument("--verbose", action="store_true", help="print each case before running it")
     ap.add_argument("--list-failures", action="store_true", help="print every failed case with its detail")
+    ap.add_argument("--device", help="cpu (default: CINFER_TEST_DEVICE or cpu), cuda or cuda:N")
     args = ap.parse_args()
+    if args.device:
+        os.environ["CINFER_TEST_DEVICE"] = args.device
+    device = os.environ.get("CINFER_TEST_DEVICE", "cpu")
 
     import onnx.backend.test.loader as loader
     with warnings.catch_warnings():
@@ -164,7 +169,8 @@ def main():
     for op in sorted(per_op):
         c = per_op[op]
         print(f"{op:<28}{c['passed']:>8}{c['failed']:>8}{c['unsupported-variant']:>9}{c['unsupported']:>8}")
-    print(f"\ncases found: {total_found} (pinned onnx holds at least {MIN_CASES}); run: {len(cases)} in {time.time()-start:.1f}s")
+    print(f"\ndevice: {device}")
+    print(f"cases found: {total_found} (pinned onnx holds at least {MIN_CASES}); run: {len(cases)} in {time.time()-start:.1f}s")
     print(f"passed {counts['passed']}, failed {counts['failed']}, unsupported-variant (dtype/attribute) "
           f"{counts['unsupported-variant']}, unsupported (ops or non-tensor values) {counts['unsupported']}")
 

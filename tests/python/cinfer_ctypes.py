@@ -29,11 +29,35 @@ class Tensor(ctypes.Structure):
                 ("dims", ctypes.c_int64 * MAX_DIMS), ("data", ctypes.c_void_p)]
 
 
+class RunStats(ctypes.Structure):
+    _fields_ = [("host_to_device_copies", ctypes.c_uint64), ("device_to_host_copies", ctypes.c_uint64),
+                ("host_to_device_bytes", ctypes.c_uint64), ("device_to_host_bytes", ctypes.c_uint64)]
+
+
+class DeviceInfo(ctypes.Structure):
+    _fields_ = [("index", ctypes.c_int), ("name", ctypes.c_char * 256), ("uuid", ctypes.c_char * 96),
+                ("compute_major", ctypes.c_int), ("compute_minor", ctypes.c_int), ("total_memory", ctypes.c_size_t),
+                ("free_memory", ctypes.c_size_t), ("multiprocessors", ctypes.c_int), ("pci_bus", ctypes.c_int),
+                ("pci_device", ctypes.c_int), ("pci_domain", ctypes.c_int), ("failed", ctypes.c_int)]
+
+
+class MemoryStats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "allocated_bytes", "reserved_bytes", "active_blocks", "peak_allocated_bytes", "peak_reserved_bytes",
+        "num_device_mallocs", "num_device_frees", "num_alloc_retries", "num_ooms", "inactive_split_bytes",
+        "limit_bytes", "pinned_reserved_bytes")]
+
+
 class CinferError(RuntimeError):
     def __init__(self, status, message):
         super().__init__(f"status {status}: {message}")
         self.status = status
         self.message = message
+
+
+def selected_device():
+    """The device the test suites run on: CINFER_TEST_DEVICE (e.g. "cuda", "cuda:1"), default "cpu"."""
+    return os.environ.get("CINFER_TEST_DEVICE", "cpu")
 
 
 def _find_library():
@@ -67,6 +91,30 @@ class Library:
         L.cinfer_supported_op.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
                                           ctypes.POINTER(ctypes.c_char_p)]
 
+        L.cinfer_session_last_run_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(RunStats)]
+        L.cinfer_cuda_device_count.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        L.cinfer_cuda_device_info.argtypes = [ctypes.c_int, ctypes.POINTER(DeviceInfo)]
+        L.cinfer_cuda_memory_stats.argtypes = [ctypes.c_int, ctypes.POINTER(MemoryStats)]
+        L.cinfer_cuda_set_memory_limit.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_double]
+        L.cinfer_cuda_empty_cache.argtypes = [ctypes.c_int]
+
+    def cuda_devices(self):
+        """(device infos, None) or ([], the reason no CUDA device is usable)."""
+        n = ctypes.c_int()
+        if self.lib.cinfer_cuda_device_count(ctypes.byref(n)) != 0:
+            return [], self.lib.cinfer_last_error().decode(errors="replace")
+        infos = []
+        for d in range(n.value):
+            info = DeviceInfo()
+            self.check(self.lib.cinfer_cuda_device_info(d, ctypes.byref(info)))
+            infos.append(info)
+        return infos, None
+
+    def cuda_memory_stats(self, device=0):
+        st = MemoryStats()
+        self.check(self.lib.cinfer_cuda_memory_stats(device, ctypes.byref(st)))
+        return st
+
     def check(self, status):
         if status != 0:
             raise CinferError(status, self.lib.cinfer_last_error().decode(errors="replace"))
@@ -81,9 +129,10 @@ class Library:
 
 
 class Session:
-    """A model loaded from bytes (or a path) and a CPU session on it."""
+    """A model loaded from bytes (or a path) and a session on it (device "cpu" unless given or set in
+    CINFER_TEST_DEVICE, e.g. "cuda"); options: extra session options as a dict."""
 
-    def __init__(self, lib, model_bytes=None, path=None, base_dir=None, threads=None):
+    def __init__(self, lib, model_bytes=None, path=None, base_dir=None, threads=None, device=None, options=None):
         self.lib = lib
         self.model = ctypes.c_void_p()
         self.session = ctypes.c_void_p()
@@ -94,12 +143,16 @@ class Session:
             lib.check(lib.lib.cinfer_model_load_from_memory(buf, len(model_bytes),
                                                             base_dir.encode() if base_dir else None,
                                                             ctypes.byref(self.model)))
-        keys = (ctypes.c_char_p * 1)(b"threads")
-        vals = (ctypes.c_char_p * 1)(str(threads or 0).encode())
+        self.device = device or selected_device()
+        opts = {"threads": str(threads or 0), **(options or {})}
+        keys = (ctypes.c_char_p * len(opts))(*[k.encode() for k in opts])
+        vals = (ctypes.c_char_p * len(opts))(*[str(v).encode() for v in opts.values()])
         try:
-            lib.check(lib.lib.cinfer_session_create(self.model, b"cpu", keys, vals, 1, ctypes.byref(self.session)))
+            lib.check(lib.lib.cinfer_session_create(self.model, self.device.encode(), keys, vals, len(opts),
+                                                    ctypes.byref(self.session)))
         except CinferError:
             lib.lib.cinfer_model_free(self.model)
+            self.model = ctypes.c_void_p()  # __del__ must not free it again
             raise
         self.num_outputs = lib.lib.cinfer_model_num_outputs(self.model)
 
@@ -137,6 +190,11 @@ class Session:
             self.lib.lib.cinfer_tensor_free_data(ctypes.byref(outs[k]))
             results.append(arr)
         return results
+
+    def last_run_stats(self):
+        st = RunStats()
+        self.lib.check(self.lib.lib.cinfer_session_last_run_stats(self.session, ctypes.byref(st)))
+        return st
 
     def close(self):
         if self.session:

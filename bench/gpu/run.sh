@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Everything a GPU check needs, in one call on the lent H200 (device tool, repository root, carry [".deps"]).
+# Unpacks .deps/gpu-bundle.tar.xz (bench/gpu/package.sh makes it here), points the loader at the carried
+# libraries and at PyTorch's cuDNN, then runs the stage(s) named:
+#   tests     cinfer gpus, the CUDA pytest suite, the model tests and the ONNX node tests on cuda, the
+#             differential op tests (CUDA vs CPU with guard bytes)
+#   sanitize  the differential op tests under compute-sanitizer memcheck (FILTER env narrows the cases)
+# Logs go to $OUT/<stage>.log; a summary table is printed last.
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+OUT=${OUT:-/tmp/cinfer-gpu-out}
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+tar -C "$WORK" -xJf .deps/gpu-bundle.tar.xz
+B="$WORK/bundle"
+CUDNN_DIR=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
+export LD_LIBRARY_PATH="$B/bin:$B/lib:${CUDNN_DIR}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export CINFER_LIB="$B/bin/libcinfer.so" CINFER_CLI="$B/bin/cinfer" PYTHONDONTWRITEBYTECODE=1
+PY=python3
+if ! $PY -c "import pytest" 2>/dev/null; then
+    $PY -m pip install -q --no-index --target "$WORK/py" "$B"/wheels/*.whl >/dev/null 2>&1
+    export PYTHONPATH="$WORK/py:${PYTHONPATH:-}"
+fi
+declare -a SUMMARY
+stage() { # name, command...
+    local name=$1; shift
+    local t0=$SECONDS
+    "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    SUMMARY+=("$(printf '%-22s rc=%-3s %5ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$(tail -n 1 "$OUT/$name.log" | cut -c1-110)")")
+}
+for what in "${@:-tests}"; do
+    case "$what" in
+    tests)
+        stage gpus "$B/bin/cinfer" gpus
+        stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
+        stage model_tests_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider tests/models
+        stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures
+        stage diff_ops $PY tests/ops/diff_ops.py --list
+        ;;
+    sanitize)
+        stage diff_ops_memcheck compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+            $PY tests/ops/diff_ops.py --list ${FILTER:+--filter "$FILTER"}
+        ;;
+    *) echo "unknown stage $what"; exit 2 ;;
+    esac
+done
+echo "==== summary (logs in \$OUT) ===="
+printf '%s\n' "${SUMMARY[@]}"

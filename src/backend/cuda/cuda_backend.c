@@ -1,0 +1,343 @@
+/* The CUDA backend of one session: a stream, cuBLASLt and cuDNN handles, memory from the device's caching
+ * allocator, pinned staging for host<->device copies, NVTX ranges per run and node, and kernel dispatch.
+ *
+ * Copies: inputs are copied into a pinned staging buffer (so the caller's memory is free at once) and queued
+ * host->device; outputs are queued device->pinned and land in the caller's buffer at synchronize. Both
+ * staging buffers only grow; a run that needs more waits for the queued copies before swapping buffers.
+ * Setting CINFER_CUDA_SYNC=1 synchronises after every node so an asynchronous fault names its node.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "graph/op_schema.h"
+
+typedef struct pending_copy {
+    void *dst;
+    size_t offset, bytes;
+} pending_copy;
+
+/* A pinned buffer that copies are staged through in order. */
+typedef struct staging_buffer {
+    void *data;
+    size_t cap, used;
+} staging_buffer;
+
+typedef struct cuda_backend_ctx {
+    cuda_device_state *dev;
+    int stream_id;
+    cuda_exec exec;
+    cuda_weights *weights;
+    void *scratch;
+    size_t scratch_bytes;
+    staging_buffer to_device, to_host;
+    pending_copy *pending;
+    size_t num_pending, cap_pending;
+    cinfer_run_stats stats;
+    bool sync_each_node;
+} cuda_backend_ctx;
+
+static size_t align_staging(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* ---- checks the kernels use ---- */
+
+cinfer_status cuda_check_launch(const graph_node *n, const char *what, cudaError_t err) {
+    if (err == cudaSuccess) return CINFER_OK;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    char ctx[300];
+    snprintf(ctx, sizeof ctx, "%s node '%s': %s", n->op_type, n->name, what);
+    return cuda_check(dev, err, ctx);
+}
+
+cinfer_status cuda_check_cublas(const graph_node *n, const char *what, cublasStatus_t st) {
+    if (st == CUBLAS_STATUS_SUCCESS) return CINFER_OK;
+    if (st == CUBLAS_STATUS_EXECUTION_FAILED || st == CUBLAS_STATUS_INTERNAL_ERROR) {
+        cudaError_t err = cudaGetLastError(); /* a sticky fault shows up here first */
+        if (err != cudaSuccess) return cuda_check_launch(n, what, err);
+    }
+    return core_error(st == CUBLAS_STATUS_NOT_SUPPORTED ? CINFER_ERR_UNSUPPORTED : CINFER_ERR_RUNTIME,
+                      "%s node '%s': %s: cuBLAS status %d", n->op_type, n->name, what, (int)st);
+}
+
+cinfer_status cuda_check_cudnn(const graph_node *n, const char *what, cudnnStatus_t st) {
+    if (st == CUDNN_STATUS_SUCCESS) return CINFER_OK;
+    if (st == CUDNN_STATUS_EXECUTION_FAILED) {
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return cuda_check_launch(n, what, err);
+    }
+    return core_error(st == CUDNN_STATUS_NOT_SUPPORTED ? CINFER_ERR_UNSUPPORTED : CINFER_ERR_RUNTIME,
+                      "%s node '%s': %s: %s", n->op_type, n->name, what, cudnnGetErrorString(st));
+}
+
+void *cuda_scratch(cuda_exec *x, size_t bytes) {
+    cuda_backend_ctx *c = (cuda_backend_ctx *)x->owner;
+    if (bytes <= c->scratch_bytes) return c->scratch;
+    size_t grown = bytes + bytes / 4;
+    /* the old buffer goes back to this stream's pool: later work on the stream is ordered after its users */
+    if (c->scratch) alloc_free(c->dev->memory, c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    if (alloc_malloc(c->dev->memory, grown, c->stream_id, &c->scratch) != CINFER_OK) return NULL;
+    c->scratch_bytes = grown;
+    return c->scratch;
+}
+
+/* ---- kernel lookup by schema row (built once) ---- */
+
+static const cuda_kernel **kernel_by_schema;
+static size_t num_schemas;
+static pthread_once_t kernel_index_once = PTHREAD_ONCE_INIT;
+
+static void build_kernel_index(void) {
+    size_t count = op_schema_count();
+    const cuda_kernel **table = calloc(count ? count : 1, sizeof *table);
+    if (!table) return;
+    for (size_t i = 0; i < count; i++) table[i] = cuda_find_kernel(op_schema_at(i)->op_type);
+    kernel_by_schema = table;
+    num_schemas = count;
+}
+
+static const cuda_kernel *kernel_for(const graph_node *n) {
+    pthread_once(&kernel_index_once, build_kernel_index);
+    if (kernel_by_schema && n->schema_index >= 0 && (size_t)n->schema_index < num_schemas)
+        return kernel_by_schema[n->schema_index];
+    return cuda_find_kernel(n->op_type);
+}
+
+/* ---- backend interface ---- */
+
+static cinfer_status use_device(cuda_backend_ctx *c) {
+    CINFER_TRY(cuda_device_usable(c->dev));
+    return cuda_check(c->dev->ordinal, cudaSetDevice(c->dev->ordinal), "cudaSetDevice");
+}
+
+static bool cuda_supports_op(const backend *b, const graph_node *n) {
+    (void)b;
+    return (n->domain == NULL || n->domain[0] == '\0' || strcmp(n->domain, "ai.onnx") == 0) && kernel_for(n) != NULL;
+}
+
+static cinfer_status cuda_alloc(backend *b, size_t bytes, void **out) {
+    cuda_backend_ctx *c = b->context;
+    CINFER_TRY(use_device(c));
+    return alloc_malloc(c->dev->memory, bytes, c->stream_id, out);
+}
+
+static void cuda_release(backend *b, void *ptr) {
+    cuda_backend_ctx *c = b->context;
+    alloc_free(c->dev->memory, ptr);
+}
+
+/* Makes room for `bytes` more in a staging buffer: when it is too small, waits for the copies queued through it,
+ * then swaps it for a bigger one. */
+static cinfer_status staging_reserve(cuda_backend_ctx *c, staging_buffer *s, size_t bytes);
+
+static cinfer_status flush_to_host(cuda_backend_ctx *c);
+
+static cinfer_status stream_sync(cuda_backend_ctx *c) {
+    return cuda_check(c->dev->ordinal, cudaStreamSynchronize(c->exec.stream), "cudaStreamSynchronize");
+}
+
+static cinfer_status staging_reserve(cuda_backend_ctx *c, staging_buffer *s, size_t bytes) {
+    if (s->used + bytes <= s->cap) return CINFER_OK;
+    if (s->used) {
+        CINFER_TRY(stream_sync(c));
+        if (s == &c->to_host) CINFER_TRY(flush_to_host(c));
+    }
+    size_t cap = s->cap * 2 > s->used + bytes ? s->cap * 2 : s->used + bytes;
+    if (cap < ((size_t)1 << 20)) cap = (size_t)1 << 20;
+    void *grown = NULL;
+    CINFER_TRY(alloc_malloc(c->dev->pinned, cap, c->stream_id, &grown));
+    if (s->data) alloc_free(c->dev->pinned, s->data); /* its copies finished above */
+    s->data = grown;
+    s->cap = cap;
+    s->used = 0;
+    return CINFER_OK;
+}
+
+static cinfer_status cuda_copy_to_device(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_backend_ctx *c = b->context;
+    if (!bytes) return CINFER_OK;
+    CINFER_TRY(use_device(c));
+    size_t need = align_staging(bytes);
+    CINFER_TRY(staging_reserve(c, &c->to_device, need));
+    char *stage = (char *)c->to_device.data + c->to_device.used;
+    memcpy(stage, src, bytes);
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, c->exec.stream),
+                          "host-to-device copy"));
+    c->to_device.used += need;
+    c->stats.host_to_device_copies++;
+    c->stats.host_to_device_bytes += bytes;
+    return CINFER_OK;
+}
+
+static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_backend_ctx *c = b->context;
+    if (!bytes) return CINFER_OK;
+    CINFER_TRY(use_device(c));
+    size_t need = align_staging(bytes);
+    CINFER_TRY(staging_reserve(c, &c->to_host, need));
+    if (c->num_pending == c->cap_pending) {
+        size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
+        pending_copy *p = realloc(c->pending, cap * sizeof *p);
+        if (!p) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+        c->pending = p;
+        c->cap_pending = cap;
+    }
+    size_t off = c->to_host.used;
+    CINFER_TRY(cuda_check(c->dev->ordinal,
+                          cudaMemcpyAsync((char *)c->to_host.data + off, src, bytes, cudaMemcpyDeviceToHost, c->exec.stream),
+                          "device-to-host copy"));
+    c->pending[c->num_pending++] = (pending_copy){dst, off, bytes};
+    c->to_host.used += need;
+    c->stats.device_to_host_copies++;
+    c->stats.device_to_host_bytes += bytes;
+    return CINFER_OK;
+}
+
+/* After the stream is idle: moves staged outputs to their destinations. */
+static cinfer_status flush_to_host(cuda_backend_ctx *c) {
+    for (size_t i = 0; i < c->num_pending; i++)
+        memcpy(c->pending[i].dst, (char *)c->to_host.data + c->pending[i].offset, c->pending[i].bytes);
+    c->num_pending = 0;
+    c->to_host.used = 0;
+    return CINFER_OK;
+}
+
+static cinfer_status cuda_synchronize(backend *b) {
+    cuda_backend_ctx *c = b->context;
+    CINFER_TRY(use_device(c));
+    CINFER_TRY(stream_sync(c));
+    c->to_device.used = 0;
+    return flush_to_host(c);
+}
+
+static cinfer_status cuda_run_node(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    cuda_backend_ctx *c = b->context;
+    CINFER_TRY(use_device(c));
+    const cuda_kernel *k = kernel_for(n);
+    if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CUDA kernel", n->op_type, n->name);
+    nvtxRangePushA(n->name);
+    cinfer_status st = k->run(&c->exec, n, in, num_in, out, num_out);
+    if (st == CINFER_OK && c->sync_each_node) {
+        st = cuda_check_launch(n, "running", cudaStreamSynchronize(c->exec.stream));
+    }
+    nvtxRangePop();
+    return st;
+}
+
+static cinfer_status cuda_begin_run(backend *b, const char *label) {
+    cuda_backend_ctx *c = b->context;
+    CINFER_TRY(use_device(c));
+    memset(&c->stats, 0, sizeof c->stats);
+    nvtxRangePushA(label ? label : "cinfer run");
+    return CINFER_OK;
+}
+
+static void cuda_end_run(backend *b) {
+    (void)b;
+    nvtxRangePop();
+}
+
+static void *cuda_constant_data(backend *b, int v) {
+    cuda_backend_ctx *c = b->context;
+    return c->weights ? cuda_weights_data(c->weights, v) : NULL;
+}
+
+static void cuda_last_run_stats(const backend *b, cinfer_run_stats *out) {
+    const cuda_backend_ctx *c = b->context;
+    *out = c->stats;
+}
+
+static void cuda_free(backend *b) {
+    if (!b) return;
+    cuda_backend_ctx *c = b->context;
+    if (c) {
+        if (c->exec.stream) {
+            cudaSetDevice(c->dev->ordinal);
+            cudaStreamSynchronize(c->exec.stream); /* nothing of ours may still run when its memory goes */
+        }
+        if (c->scratch) alloc_free(c->dev->memory, c->scratch);
+        if (c->exec.workspace) alloc_free(c->dev->memory, c->exec.workspace);
+        if (c->to_device.data) alloc_free(c->dev->pinned, c->to_device.data);
+        if (c->to_host.data) alloc_free(c->dev->pinned, c->to_host.data);
+        cuda_weights_release(c->dev, c->weights);
+        if (c->exec.dnn) cudnnDestroy(c->exec.dnn);
+        if (c->exec.lt) cublasLtDestroy(c->exec.lt);
+        if (c->stream_id > 0) cuda_device_remove_stream(c->dev, c->stream_id);
+        if (c->exec.stream) cudaStreamDestroy(c->exec.stream);
+        free(c->pending);
+        free(c);
+    }
+    free(b);
+}
+
+static const struct backend_i cuda_iface = {
+    .name = "cuda",
+    .free = cuda_free,
+    .supports_op = cuda_supports_op,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .copy_to_device = cuda_copy_to_device,
+    .copy_to_host = cuda_copy_to_host,
+    .run_node = cuda_run_node,
+    .synchronize = cuda_synchronize,
+    .begin_run = cuda_begin_run,
+    .end_run = cuda_end_run,
+    .constant_data = cuda_constant_data,
+    .last_run_stats = cuda_last_run_stats,
+    .host_memory = false,
+};
+
+cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *g, backend **out) {
+    cuda_device_state *d;
+    CINFER_TRY(cuda_device_get(opt->device, &d));
+    CINFER_TRY(cuda_device_usable(d));
+    backend *b = calloc(1, sizeof *b);
+    cuda_backend_ctx *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    b->iface = &cuda_iface;
+    b->context = c;
+    c->dev = d;
+    c->exec.device = d->ordinal;
+    c->exec.owner = (struct cuda_backend_ctx *)c;
+    const char *sync = getenv("CINFER_CUDA_SYNC");
+    c->sync_each_node = sync && sync[0] == '1';
+    cinfer_status st = cuda_check(d->ordinal, cudaSetDevice(d->ordinal), "cudaSetDevice");
+    if (st == CINFER_OK)
+        st = cuda_check(d->ordinal, cudaStreamCreateWithFlags(&c->exec.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (st == CINFER_OK) {
+        c->stream_id = cuda_device_add_stream(d, c->exec.stream);
+        if (c->stream_id < 0)
+            st = core_error(CINFER_ERR_UNSUPPORTED, "cuda:%d: more than %d sessions at once", d->ordinal, CUDA_MAX_STREAMS - 1);
+    }
+    if (st == CINFER_OK) {
+        cublasStatus_t bs = cublasLtCreate(&c->exec.lt);
+        if (bs != CUBLAS_STATUS_SUCCESS) st = core_error(CINFER_ERR_RUNTIME, "cuda:%d: cublasLtCreate failed (status %d)", d->ordinal, (int)bs);
+    }
+    if (st == CINFER_OK) {
+        cudnnStatus_t ds = cudnnCreate(&c->exec.dnn);
+        if (ds == CUDNN_STATUS_SUCCESS) ds = cudnnSetStream(c->exec.dnn, c->exec.stream);
+        if (ds != CUDNN_STATUS_SUCCESS)
+            st = core_error(CINFER_ERR_RUNTIME, "cuda:%d: cuDNN initialisation failed: %s", d->ordinal, cudnnGetErrorString(ds));
+    }
+    if (st == CINFER_OK) {
+        c->exec.workspace_bytes = CUDA_WORKSPACE_BYTES;
+        st = alloc_malloc(d->memory, c->exec.workspace_bytes, c->stream_id, &c->exec.workspace);
+    }
+    if (st == CINFER_OK) st = cuda_weights_acquire(d, g, &c->weights);
+    if (st != CINFER_OK) {
+        cuda_free(b);
+        return st;
+    }
+    *out = b;
+    return CINFER_OK;
+}

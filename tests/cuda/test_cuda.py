@@ -1,0 +1,153 @@
+"""CUDA backend tests: the module loads on demand, devices are listed, sessions run on the GPU, weights are shared and
+memory returns to the cache. Without a GPU the GPU tests skip with the reason the library gives, and the tests
+that check the no-GPU behaviour (clear errors, CPU runs never loading CUDA) run instead."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+from cinfer_ctypes import CinferError, Session  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gpus(lib):
+    devices, why = lib.cuda_devices()
+    return devices, why
+
+
+def need_gpu(gpus):
+    devices, why = gpus
+    if not devices:
+        pytest.skip(f"no usable CUDA device: {why}")
+    return devices
+
+
+def mlp_model(hidden=64):
+    rng = np.random.default_rng(3)
+    w1 = helper.make_tensor("w1", TensorProto.FLOAT, [16, hidden], rng.standard_normal((16, hidden)).astype(np.float32).ravel())
+    b1 = helper.make_tensor("b1", TensorProto.FLOAT, [hidden], rng.standard_normal(hidden).astype(np.float32))
+    w2 = helper.make_tensor("w2", TensorProto.FLOAT, [hidden, 4], rng.standard_normal((hidden, 4)).astype(np.float32).ravel())
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], [w1, b1, w2])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_unknown_device_is_refused(lib):
+    with pytest.raises(CinferError) as e:
+        Session(lib, mlp_model(), device="tpu")
+    assert "device 'tpu' is not known" in e.value.message
+    with pytest.raises(CinferError) as e:
+        Session(lib, mlp_model(), device="cuda:x")
+    assert "expected cuda or cuda:N" in e.value.message
+
+
+def test_without_gpu_cuda_is_a_clear_error(lib, gpus):
+    devices, why = gpus
+    if devices:
+        pytest.skip("a GPU is present: the no-GPU error path is not reachable here")
+    with pytest.raises(CinferError) as e:
+        Session(lib, mlp_model(), device="cuda")
+    assert "device 'cuda'" in e.value.message
+    assert why in e.value.message
+    print(f"no-GPU message: {e.value.message}")
+
+
+def test_cpu_run_never_loads_cuda(tmp_path):
+    """A CPU-only program must not map libcudart/libcublas/libcudnn (they cost ~60 ms at start)."""
+    model = tmp_path / "mlp.onnx"
+    model.write_bytes(mlp_model())
+    script = (
+        "import sys, numpy as np; sys.path.insert(0, %r)\n"
+        "from cinfer_ctypes import Library, Session\n"
+        "s = Session(Library(), path=%r, device='cpu')\n"
+        "s.run({'x': np.ones((2, 16), np.float32)})\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print('LOADED' if any(n in maps for n in ('libcudart', 'libcublas', 'libcudnn', 'libcinfer_cuda')) else 'CLEAN')\n"
+    ) % (str(pathlib.Path(__file__).resolve().parents[1] / "python"), str(model))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ), check=True)
+    assert out.stdout.strip().endswith("CLEAN"), out.stdout + out.stderr
+
+
+def test_cli_gpus(cli, gpus):
+    r = subprocess.run([cli, "gpus"], capture_output=True, text=True)
+    devices, why = gpus
+    if not devices:
+        assert r.returncode == 1 and why in r.stderr, r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    for d in devices:
+        assert d.uuid.decode() in r.stdout and d.name.decode() in r.stdout
+
+
+def test_device_info(gpus):
+    devices = need_gpu(gpus)
+    for d in devices:
+        assert d.uuid.decode().startswith(("GPU-", "MIG-")) and len(d.uuid) >= 40
+        assert d.total_memory > 1 << 30 and d.multiprocessors > 0 and d.compute_major >= 7
+        print(f"cuda:{d.index} {d.name.decode()} {d.uuid.decode()} cc {d.compute_major}.{d.compute_minor} "
+              f"{d.total_memory >> 20} MiB {d.multiprocessors} SMs")
+
+
+def test_out_of_range_device(lib, gpus):
+    devices = need_gpu(gpus)
+    with pytest.raises(CinferError) as e:
+        Session(lib, mlp_model(), device=f"cuda:{len(devices)}")
+    assert f"cuda:{len(devices)} does not exist" in e.value.message
+
+
+def test_run_matches_cpu_and_counts_copies(lib, gpus):
+    need_gpu(gpus)
+    data = mlp_model()
+    cpu, gpu = Session(lib, data, device="cpu"), Session(lib, data, device="cuda:0")
+    for batch in (1, 7, 64, 7):
+        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        ref, got = cpu.run({"x": x})[0], gpu.run({"x": x})[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+        st = gpu.last_run_stats()
+        assert (st.host_to_device_copies, st.device_to_host_copies) == (1, 1)
+        assert st.host_to_device_bytes == x.nbytes and st.device_to_host_bytes == ref.nbytes
+
+
+def test_weights_shared_and_memory_returns(lib, gpus):
+    """Sessions of one model share one weights upload; after they go, allocated bytes return to the baseline."""
+    need_gpu(gpus)
+    data = mlp_model(hidden=4096)  # 16x4096 + 4096 + 4096x4 floats = ~330 KB of weights
+    before = lib.cuda_memory_stats(0).allocated_bytes
+    a = Session(lib, data, device="cuda:0")
+    one = lib.cuda_memory_stats(0).allocated_bytes
+    b = Session(lib, data, device="cuda:0")
+    two = lib.cuda_memory_stats(0).allocated_bytes
+    x = np.ones((8, 16), np.float32)
+    np.testing.assert_allclose(a.run({"x": x})[0], b.run({"x": x})[0], rtol=0, atol=0)
+    per_session = two - one  # workspace and staging, not weights
+    weights = one - before - per_session
+    assert weights >= 330_000, (before, one, two)
+    a.close()
+    b.close()
+    after = lib.cuda_memory_stats(0)
+    assert after.allocated_bytes == before, (before, after.allocated_bytes)
+    assert after.reserved_bytes >= after.allocated_bytes
+
+
+def test_memory_limit_gives_clear_oom(lib, gpus):
+    need_gpu(gpus)
+    lib.check(lib.lib.cinfer_cuda_empty_cache(0))
+    lib.check(lib.lib.cinfer_cuda_set_memory_limit(0, 1 << 20, 0.0))  # 1 MiB: less than one session's workspace
+    try:
+        with pytest.raises(CinferError) as e:
+            Session(lib, mlp_model(), device="cuda:0")
+        assert e.value.status == 4, e.value.message  # CINFER_ERR_OUT_OF_MEMORY
+        assert "cuda" in e.value.message.lower()
+        print(f"OOM message: {e.value.message}")
+    finally:
+        lib.check(lib.lib.cinfer_cuda_set_memory_limit(0, 0, 0.0))
+    assert lib.cuda_memory_stats(0).num_ooms >= 1
