@@ -34,3 +34,9 @@ set_target_properties(cinfer_cuda PROPERTIES BUILD_RPATH "${CUDAToolkit_LIBRARY_
                       CUDA_SEPARABLE_COMPILATION OFF)
 # The engine looks for the module beside libcinfer.so.
 add_dependencies(cinfer cinfer_cuda)
+
+# Allocator benchmark (bench/gpu/bench_alloc.c): drives the module's real per-device caching allocator.
+add_executable(bench_alloc ${PROJECT_SOURCE_DIR}/bench/gpu/bench_alloc.c)
+target_include_directories(bench_alloc PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(bench_alloc PRIVATE cinfer_cuda cinfer_shared CUDA::cudart)
+set_target_properties(bench_alloc PROPERTIES BUILD_RPATH "${CUDAToolkit_LIBRARY_DIR};${CUDNN_LIBRARY_DIR};${CMAKE_BINARY_DIR}")

@@ -5,13 +5,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
-BUILD=build-gpu
+BUILD=${BUILD:-build-gpu}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCINFER_CUDA=ON -DCINFER_SERVER=OFF \
       -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target cinfer cinfer_cuda cinfer_shared
+cmake --build "$BUILD" -j"$(nproc)" --target cinfer cinfer_cuda cinfer_shared bench_alloc
 STAGE=$(mktemp -d)
 mkdir -p "$STAGE/bundle/bin" "$STAGE/bundle/lib" "$STAGE/bundle/wheels"
-cp -a "$BUILD"/libcinfer.so* "$BUILD"/libcinfer_cuda.so "$BUILD"/cinfer "$STAGE/bundle/bin/"
+cp -a "$BUILD"/libcinfer.so* "$BUILD"/libcinfer_cuda.so "$BUILD"/cinfer "$BUILD"/bench_alloc "$STAGE/bundle/bin/"
 # Debian libraries the binaries need, minus what every Linux and the CUDA machine have (libc, CUDA's own).
 for f in "$BUILD/libcinfer.so" "$BUILD/libcinfer_cuda.so" "$BUILD/cinfer"; do
     ldd "$f" | awk '/=> \// {print $3}'

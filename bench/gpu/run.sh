@@ -4,6 +4,9 @@
 # libraries and at PyTorch's cuDNN, then runs the stage(s) named:
 #   tests     cinfer gpus, the CUDA pytest suite, the model tests and the ONNX node tests on cuda, the
 #             differential op tests (CUDA vs CPU with guard bytes)
+#   models    ResNet-50 and BERT-base exported here, cinfer on CUDA vs onnxruntime (bench/gpu/check_models.py)
+#   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
+#             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
 #   sanitize  the differential op tests under compute-sanitizer memcheck (FILTER env narrows the cases)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
@@ -28,6 +31,9 @@ stage() { # name, command...
     local t0=$SECONDS
     "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
+    if [ "$(stat -c %s "$OUT/$name.log")" -gt 4000000 ]; then # keep logs small enough to come back
+        tail -c 2000000 "$OUT/$name.log" >"$OUT/$name.log.tail" && mv "$OUT/$name.log.tail" "$OUT/$name.log"
+    fi
     SUMMARY+=("$(printf '%-22s rc=%-3s %5ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$(tail -n 1 "$OUT/$name.log" | cut -c1-110)")")
 }
 for what in "${@:-tests}"; do
@@ -39,8 +45,16 @@ for what in "${@:-tests}"; do
         stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures
         stage diff_ops $PY tests/ops/diff_ops.py --list
         ;;
+    models)
+        stage models $PY bench/gpu/check_models.py "$WORK/models"
+        ;;
+    alloc)
+        [ -f "$WORK/models/resnet50.onnx" ] || stage models $PY bench/gpu/check_models.py "$WORK/models"
+        stage alloc_trace_file $PY bench/gpu/alloc_trace.py "$WORK/models/resnet50.onnx" 32 "$WORK/resnet50.trace"
+        stage bench_alloc "$B/bin/bench_alloc" "$WORK/resnet50.trace" 20
+        ;;
     sanitize)
-        stage diff_ops_memcheck compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+        stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
             $PY tests/ops/diff_ops.py --list ${FILTER:+--filter "$FILTER"}
         ;;
     *) echo "unknown stage $what"; exit 2 ;;

@@ -171,7 +171,10 @@ cinfer_status cinfer_cuda_empty_cache(int device);
  * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);
  * "guard_bytes" = N (debugging, used by the differential op tests): every intermediate and output gets its own
  * block with N guard bytes around it, filled with a pattern and checked after each run, so an out-of-bounds
- * write fails the run naming the value and node. */
+ * write fails the run naming the value and node;
+ * "max_batch" = N (device backends): capacity planning at creation: the model's weights plus a run's activations
+ * and io at batch N (the first dim of each input; other dynamic dims from "dim.NAME" = their largest value) must
+ * leave 20% of the device's memory (or its configured limit) free, else creation fails with the figures. */
 cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
                                     const char *const *option_keys, const char *const *option_values,
                                     size_t num_options, cinfer_session **out);

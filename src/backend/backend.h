@@ -36,6 +36,9 @@ struct backend_i {
     /* Device backends: the device copy of constant value `v` of the graph the backend was created for (uploaded
      * once per device and model). NULL for host backends. */
     void *(*constant_data)(backend *b, int v);
+    /* Optional (device backends): the memory sessions may use (the device's total or its configured limit) and
+     * how much of it is taken now (by this process's cache or others). */
+    cinfer_status (*device_memory)(backend *b, size_t *capacity, size_t *in_use);
     /* Optional: copies made by the last run (begin_run resets them). */
     void (*last_run_stats)(const backend *b, cinfer_run_stats *out);
     bool host_memory; /* buffers are plain host pointers (the runtime may read them directly) */

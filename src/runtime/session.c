@@ -71,6 +71,69 @@ static void plan_free(cinfer_session *s, plan *p) {
     free(p);
 }
 
+static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, size_t num_inputs, bool need_data,
+                                 const cinfer_tensor **bound);
+static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
+                                size_t signature_len, bool dry, plan **out);
+
+/* Capacity planning (device backends, option max_batch): weights + the activations and io of a run at the
+ * largest batch must leave at least CAPACITY_HEADROOM of the device's memory (or its configured limit) free. */
+#define CAPACITY_HEADROOM 0.20
+
+static cinfer_status check_capacity(cinfer_session *s, long max_batch, const char *const *dim_keys,
+                                    const char *const *dim_values, size_t num_dims) {
+    const graph *g = s->model->graph;
+    backend *b = s->backend;
+    if (!b->iface->device_memory) return CINFER_OK; /* host memory: nothing to plan against */
+    if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
+    cinfer_tensor shapes[256];
+    const cinfer_tensor *bound[256];
+    for (int i = 0; i < g->num_inputs; i++) {
+        const graph_value *v = &g->values[g->inputs[i]];
+        cinfer_tensor *t = &shapes[i];
+        memset(t, 0, sizeof *t);
+        t->name = v->name;
+        t->dtype = v->dtype;
+        t->ndim = v->ndim < 0 ? 0 : v->ndim;
+        if (v->value_needed)
+            return core_error(CINFER_ERR_UNSUPPORTED, "capacity planning: input '%s' decides shapes by its values; "
+                              "plan this model without max_batch", v->name);
+        for (int d = 0; d < t->ndim; d++) {
+            t->dims[d] = v->dims[d];
+            if (t->dims[d] >= 0) continue;
+            if (d == 0) {
+                t->dims[d] = max_batch;
+                continue;
+            }
+            for (size_t k = 0; k < num_dims; k++)
+                if (v->dim_names[d] && strcmp(dim_keys[k], v->dim_names[d]) == 0) t->dims[d] = strtol(dim_values[k], NULL, 10);
+            if (t->dims[d] <= 0)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "capacity planning: input '%s' dim %d ('%s') is dynamic: "
+                                  "give its largest value with session option dim.%s=N", v->name, d,
+                                  v->dim_names[d] ? v->dim_names[d] : "?", v->dim_names[d] ? v->dim_names[d] : "<name>");
+        }
+    }
+    CINFER_TRY(bind_inputs(g, shapes, (size_t)g->num_inputs, false, bound));
+    plan *p;
+    CINFER_TRY(build_plan(s, bound, NULL, 0, true, &p));
+    size_t run_bytes = p->arena_bytes;
+    for (int i = 0; i < g->num_inputs; i++) run_bytes += tensor_nbytes(&p->values[g->inputs[i]]);
+    for (int k = 0; k < g->num_outputs; k++) run_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
+    plan_free(s, p);
+    size_t capacity = 0, in_use = 0;
+    CINFER_TRY(b->iface->device_memory(b, &capacity, &in_use));
+    /* in_use already holds this session's weights and workspace */
+    double headroom = (double)capacity - (double)in_use - (double)run_bytes;
+    if (headroom < CAPACITY_HEADROOM * (double)capacity)
+        return core_error(CINFER_ERR_OUT_OF_MEMORY,
+                          "capacity planning on %s: a batch of %ld needs %.1f MiB of activations and io on top of %.1f MiB "
+                          "in use, leaving %.1f MiB of %.1f MiB free; at least %.0f%% must stay free (lower max_batch or "
+                          "raise the device's memory limit)",
+                          b->iface->name, max_batch, (double)run_bytes / 1048576.0, (double)in_use / 1048576.0,
+                          headroom / 1048576.0, (double)capacity / 1048576.0, CAPACITY_HEADROOM * 100);
+    return CINFER_OK;
+}
+
 /* Every node that runs on the backend (not the host-evaluated shape nodes) must have a kernel there; names
  * every missing op with its first node at once. */
 static cinfer_status check_backend_ops(cinfer_session *s) {
@@ -104,7 +167,9 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     *out = NULL;
     int threads = 0;
     bool profile = false;
-    long guard_bytes = 0;
+    long guard_bytes = 0, max_batch = 0;
+    const char *dim_keys[64], *dim_values[64];
+    size_t num_dims = 0;
     for (size_t i = 0; i < num_options; i++) {
         const char *k = option_keys[i], *v = option_values[i];
         if (strcmp(k, "threads") == 0) {
@@ -117,13 +182,25 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'profile': '%s' is not 0 or 1", v);
             profile = v[0] == '1';
+        } else if (strcmp(k, "max_batch") == 0) {
+            char *end;
+            max_batch = strtol(v, &end, 10);
+            if (*end || max_batch <= 0 || max_batch > (1L << 40))
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'max_batch': '%s' is not a batch size >= 1", v);
+        } else if (strncmp(k, "dim.", 4) == 0 && k[4]) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n <= 0) return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option '%s': '%s' is not a size >= 1", k, v);
+            if (num_dims == 64) return core_error(CINFER_ERR_INVALID_ARGUMENT, "more than 64 dim.NAME options");
+            dim_keys[num_dims] = k + 4;
+            dim_values[num_dims++] = v;
         } else if (strcmp(k, "guard_bytes") == 0) {
             char *end;
             guard_bytes = strtol(v, &end, 10);
             if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, profile, guard_bytes)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, profile, guard_bytes, max_batch, dim.NAME)", k);
         }
     }
     int cuda_ordinal = -1;
@@ -166,6 +243,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
         return st;
     }
     st = check_backend_ops(s);
+    if (st == CINFER_OK && max_batch > 0) st = check_capacity(s, max_batch, dim_keys, dim_values, num_dims);
     if (st != CINFER_OK) {
         cinfer_session_free(s);
         return st;
@@ -351,8 +429,9 @@ done:
     return st;
 }
 
+/* dry: shapes and offsets only (capacity planning); no memory is taken on the backend. */
 static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
-                                size_t signature_len, plan **out) {
+                                size_t signature_len, bool dry, plan **out) {
     const graph *g = s->model->graph;
     int nv = g->num_values;
     plan *p = calloc(1, sizeof *p);
@@ -459,6 +538,11 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
     else
         st = graph_plan_memory(g, p->node_runs, p->values, in_arena, p->offsets, &p->arena_bytes);
     if (st != CINFER_OK) goto fail;
+    if (dry) {
+        free(in_arena);
+        *out = p;
+        return CINFER_OK;
+    }
     st = s->backend->iface->alloc(s->backend, p->arena_bytes, &p->arena);
     if (st != CINFER_OK) goto fail;
     for (int v = 0; v < nv; v++)
@@ -498,7 +582,7 @@ static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor *
     if (!own) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     if (len) memcpy(own, sig, len);
     plan *p;
-    CINFER_TRY(build_plan(s, bound, own, len, &p));
+    CINFER_TRY(build_plan(s, bound, own, len, false, &p));
     int slot = free_slot >= 0 ? free_slot : oldest;
     plan_free(s, s->plans[slot]);
     s->plans[slot] = p;

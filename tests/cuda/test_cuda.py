@@ -1,6 +1,7 @@
 """CUDA backend tests: the module loads on demand, devices are listed, sessions run on the GPU, weights are shared and
 memory returns to the cache. Without a GPU the GPU tests skip with the reason the library gives, and the tests
 that check the no-GPU behaviour (clear errors, CPU runs never loading CUDA) run instead."""
+import ctypes
 import os
 import pathlib
 import subprocess
@@ -124,15 +125,20 @@ def test_weights_shared_and_memory_returns(lib, gpus):
     before = lib.cuda_memory_stats(0).allocated_bytes
     a = Session(lib, data, device="cuda:0")
     one = lib.cuda_memory_stats(0).allocated_bytes
-    b = Session(lib, data, device="cuda:0")
+    second = ctypes.c_void_p()  # a second session on the same model
+    lib.check(lib.lib.cinfer_session_create(a.model, b"cuda:0", None, None, 0, ctypes.byref(second)))
     two = lib.cuda_memory_stats(0).allocated_bytes
-    x = np.ones((8, 16), np.float32)
-    np.testing.assert_allclose(a.run({"x": x})[0], b.run({"x": x})[0], rtol=0, atol=0)
-    per_session = two - one  # workspace and staging, not weights
+    per_session = two - one  # workspace: no second copy of the weights
     weights = one - before - per_session
     assert weights >= 330_000, (before, one, two)
+    other = Session(lib, data, device="cuda:0")  # another model (same bytes): its own weights
+    three = lib.cuda_memory_stats(0).allocated_bytes
+    assert three - two == one - before, (before, one, two, three)
+    x = np.ones((8, 16), np.float32)
+    np.testing.assert_allclose(a.run({"x": x})[0], other.run({"x": x})[0], rtol=0, atol=0)
+    lib.lib.cinfer_session_free(second)
     a.close()
-    b.close()
+    other.close()
     after = lib.cuda_memory_stats(0)
     assert after.allocated_bytes == before, (before, after.allocated_bytes)
     assert after.reserved_bytes >= after.allocated_bytes
@@ -151,3 +157,62 @@ def test_memory_limit_gives_clear_oom(lib, gpus):
     finally:
         lib.check(lib.lib.cinfer_cuda_set_memory_limit(0, 0, 0.0))
     assert lib.cuda_memory_stats(0).num_ooms >= 1
+
+
+STICKY_SCRIPT = r"""
+import os, sys, numpy as np
+sys.path.insert(0, %(py)r)
+from cinfer_ctypes import CinferError, Library, Session
+lib = Library()
+data = open(%(model)r, 'rb').read()
+x = np.ones((2, 16), np.float32)
+healthy = Session(lib, data, device='cuda:0')
+healthy.run({'x': x})
+os.environ['CINFER_FAULT_NODE'] = 'Relu_2'  # read at session creation: only this session injects
+faulty = Session(lib, data, device='cuda:0')
+try:
+    faulty.run({'x': x})
+    print('FAULTY RUN SUCCEEDED')
+except CinferError as e:
+    print('FAULT:', e.message)
+try:
+    healthy.run({'x': x})
+    print('HEALTHY RUN SUCCEEDED')
+except CinferError as e:
+    print('REFUSED:', e.message)
+try:
+    Session(lib, data, device='cuda:0')
+    print('NEW SESSION CREATED')
+except CinferError as e:
+    print('NEW SESSION REFUSED:', e.message)
+print('FAILED FLAG:', lib.cuda_devices()[0][0].failed)
+"""
+
+
+def test_sticky_error_poisons_the_device(tmp_path, gpus):
+    """An illegal address (injected) loses the context: the device is marked failed and every session refuses."""
+    need_gpu(gpus)
+    model = tmp_path / "mlp.onnx"
+    model.write_bytes(mlp_model())
+    script = STICKY_SCRIPT % {"py": str(pathlib.Path(__file__).resolve().parents[1] / "python"), "model": str(model)}
+    env = dict(os.environ, CINFER_FAULT_INJECTION="1")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    lines = out.stdout
+    print(lines)
+    assert "FAULT:" in lines and "illegal" in lines.lower(), lines + out.stderr
+    assert "REFUSED:" in lines and "marked failed" in lines, lines
+    assert "NEW SESSION REFUSED:" in lines, lines
+    assert "FAILED FLAG: 1" in lines, lines
+
+
+def test_capacity_planning(lib, gpus):
+    """max_batch: creation refuses a batch whose activations would leave less than 20% of the device free."""
+    devices = need_gpu(gpus)
+    total = devices[0].total_memory
+    Session(lib, mlp_model(), device="cuda:0", options={"max_batch": 1024}).close()  # a few MiB: fits
+    # a row needs ~352 bytes (x 64, hidden 256, logits 16, y 16): this batch wants more than the whole device
+    huge = total // 256
+    with pytest.raises(CinferError) as e:
+        Session(lib, mlp_model(), device="cuda:0", options={"max_batch": huge})
+    assert e.value.status == 4 and "capacity planning" in e.value.message and "20%" in e.value.message, e.value.message
+    print(e.value.message)

@@ -5,6 +5,8 @@
  * host->device; outputs are queued device->pinned and land in the caller's buffer at synchronize. Both
  * staging buffers only grow; a run that needs more waits for the queued copies before swapping buffers.
  * Setting CINFER_CUDA_SYNC=1 synchronises after every node so an asynchronous fault names its node.
+ * Tests only: with CINFER_FAULT_INJECTION=1, CINFER_FAULT_NODE=<node name> makes that node write through an
+ * invalid address instead of running, which loses the context like a real kernel bug would.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernels/debug_fault.h"
 #include "graph/op_schema.h"
 
 typedef struct pending_copy {
@@ -39,6 +42,7 @@ typedef struct cuda_backend_ctx {
     size_t num_pending, cap_pending;
     cinfer_run_stats stats;
     bool sync_each_node;
+    const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
 } cuda_backend_ctx;
 
 static size_t align_staging(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -222,7 +226,9 @@ static cinfer_status cuda_run_node(backend *b, const graph_node *n, const tensor
     const cuda_kernel *k = kernel_for(n);
     if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CUDA kernel", n->op_type, n->name);
     nvtxRangePushA(n->name);
-    cinfer_status st = k->run(&c->exec, n, in, num_in, out, num_out);
+    cinfer_status st = c->fault_node && strcmp(c->fault_node, n->name) == 0
+                           ? cuda_check_launch(n, "injected fault", cuda_launch_illegal_write(c->exec.stream))
+                           : k->run(&c->exec, n, in, num_in, out, num_out);
     if (st == CINFER_OK && c->sync_each_node) {
         st = cuda_check_launch(n, "running", cudaStreamSynchronize(c->exec.stream));
     }
@@ -246,6 +252,24 @@ static void cuda_end_run(backend *b) {
 static void *cuda_constant_data(backend *b, int v) {
     cuda_backend_ctx *c = b->context;
     return c->weights ? cuda_weights_data(c->weights, v) : NULL;
+}
+
+static cinfer_status cuda_device_memory(backend *b, size_t *capacity, size_t *in_use) {
+    cuda_backend_ctx *c = b->context;
+    CINFER_TRY(use_device(c));
+    struct alloc_stats st;
+    alloc_get_stats(c->dev->memory, &st);
+    size_t limit = alloc_get_limit(c->dev->memory);
+    if (limit) { /* a configured cap: only this process's cache counts against it */
+        *capacity = limit;
+        *in_use = st.reserved_bytes;
+        return CINFER_OK;
+    }
+    size_t free_b = 0, total_b = 0;
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
+    *capacity = total_b;
+    *in_use = total_b - free_b > st.reserved_bytes ? total_b - free_b : st.reserved_bytes; /* other processes too */
+    return CINFER_OK;
 }
 
 static void cuda_last_run_stats(const backend *b, cinfer_run_stats *out) {
@@ -290,6 +314,7 @@ static const struct backend_i cuda_iface = {
     .end_run = cuda_end_run,
     .constant_data = cuda_constant_data,
     .last_run_stats = cuda_last_run_stats,
+    .device_memory = cuda_device_memory,
     .host_memory = false,
 };
 
@@ -311,6 +336,8 @@ cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *
     c->exec.owner = (struct cuda_backend_ctx *)c;
     const char *sync = getenv("CINFER_CUDA_SYNC");
     c->sync_each_node = sync && sync[0] == '1';
+    const char *inject = getenv("CINFER_FAULT_INJECTION");
+    if (inject && strcmp(inject, "1") == 0) c->fault_node = getenv("CINFER_FAULT_NODE");
     cinfer_status st = cuda_check(d->ordinal, cudaSetDevice(d->ordinal), "cudaSetDevice");
     if (st == CINFER_OK)
         st = cuda_check(d->ordinal, cudaStreamCreateWithFlags(&c->exec.stream, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -889,7 +889,8 @@ const op_schema shape_movement_schemas[] = {
     {"ConstantOfShape", infer_constant_of_shape, 1u << 0, 0, 1, 1},
     {"Constant", infer_constant, 0, 0, 0, 0},
     {"Range", infer_range, (1u << 0) | (1u << 1) | (1u << 2), 0, 3, 3},
-    {"Dropout", infer_dropout, 0, 0, 1, 3},
+    /* ratio and training_mode do not change shapes, but kernels choose their path by them: host-known */
+    {"Dropout", infer_dropout, (1u << 1) | (1u << 2), 0, 1, 3},
     {"Trilu", infer_trilu, 1u << 1, 0, 1, 2},
     {"DepthToSpace", infer_depth_space, 0, 0, 1, 1},
     {"SpaceToDepth", infer_depth_space, 0, 0, 1, 1},

@@ -1,6 +1,694 @@
-/* CUDA kernels of the conv family (host side): attributes and shapes -> launches of kernels/conv.cu. */
+/* CUDA kernels of the conv family (host side): Conv, ConvTranspose, BatchNormalization and the pools.
+ *
+ * Conv runs cuDNN's cudnnConvolutionForward and ConvTranspose its cudnnConvolutionBackwardData, with the algorithm
+ * from the v7 heuristics (the first that fits CUDA_WORKSPACE_BYTES, deterministic ones first; float32 without TF32
+ * tensor cores). cuDNN pads symmetrically: an asymmetric Conv first copies X, padded by the difference, into
+ * scratch; a ConvTranspose whose pads cuDNN cannot express computes the uncropped output in scratch and crops it.
+ * Bias and the fused Relu ("cinfer_fused_relu", set by the graph optimiser) run in one pass after cuDNN. Whatever
+ * cuDNN refuses (a dtype, a shape beyond its int range) runs the direct kernels of kernels/conv.cu, as do
+ * int8/uint8, which the CPU stages through float32. BatchNormalization and the pools are kernels/conv.cu's own.
+ *
+ * cuDNN descriptors and the chosen algorithm are cached per problem (dtype, dims, window, group, device) in a
+ * process-wide table that only grows: entries are immutable once published, so any session thread may use them
+ * without holding the lock. The geometry follows the CPU kernels (backend/cpu/conv.c) exactly. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernels/conv.h"
+#include "core/status.h"
+
+enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
+
+/* ---- window geometry (as backend/cpu/conv.c reads it) ---- */
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+static cinfer_status read_attr_ints(const graph_node *n, const char *name, int want, int off, int64_t min,
+                                    int64_t *dst) {
+    size_t cnt = 0;
+    const int64_t *v = graph_attr_ints(n, name, &cnt);
+    if (!v) return CINFER_OK;
+    if ((int)cnt != want)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute %s has %zu values, expected %d",
+                          n->op_type, n->name, name, cnt, want);
+    for (int i = 0; i < want; i++) {
+        if (v[i] < min)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute %s[%d] is %lld, expected >= %lld",
+                              n->op_type, n->name, name, i, (long long)v[i], (long long)min);
+        dst[off + i] = v[i];
+    }
+    return CINFER_OK;
+}
+
+static int read_auto_pad(const graph_node *n) {
+    const char *ap = graph_attr_string(n, "auto_pad", "NOTSET");
+    if (strcmp(ap, "SAME_UPPER") == 0) return PAD_SAME_UPPER;
+    if (strcmp(ap, "SAME_LOWER") == 0) return PAD_SAME_LOWER;
+    if (strcmp(ap, "VALID") == 0) return PAD_VALID;
+    return PAD_NOTSET;
+}
+
+/* The window of node n for input x and (already shaped) output y in 3-D form; *nsp gets the spatial rank. The
+ * kernel size comes from the weights w when given, else from kernel_shape. `transpose` selects ConvTranspose's
+ * SAME padding rule. */
+static cinfer_status geom_read(const graph_node *n, const tensor *x, const tensor *y, const tensor *w,
+                               bool use_dilation, bool transpose, conv_geom *g, int *nsp_out) {
+    int nsp = x->ndim - 2;
+    if (nsp < 1 || nsp > 3 || y->ndim != x->ndim || (w && w->ndim != x->ndim))
+        return core_error(CINFER_ERR_UNSUPPORTED,
+                          "%s node '%s': the CUDA kernel handles 1-3 spatial dims, got X rank %d (W, Y must match)",
+                          n->op_type, n->name, x->ndim);
+    int off = 3 - nsp;
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = g->out[i] = g->k[i] = g->s[i] = g->d[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    for (int i = 0; i < nsp; i++) {
+        g->in[off + i] = x->dims[2 + i];
+        g->out[off + i] = y->dims[2 + i];
+        if (w) g->k[off + i] = w->dims[2 + i];
+    }
+    if (!w) {
+        size_t cnt = 0;
+        if (!graph_attr_ints(n, "kernel_shape", &cnt))
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute kernel_shape is required",
+                              n->op_type, n->name);
+        CINFER_TRY(read_attr_ints(n, "kernel_shape", nsp, off, 1, g->k));
+    }
+    CINFER_TRY(read_attr_ints(n, "strides", nsp, off, 1, g->s));
+    if (use_dilation) CINFER_TRY(read_attr_ints(n, "dilations", nsp, off, 1, g->d));
+    int64_t pads[6] = {0, 0, 0, 0, 0, 0};
+    CINFER_TRY(read_attr_ints(n, "pads", 2 * nsp, 0, 0, pads));
+    int64_t opad[3] = {0, 0, 0};
+    if (transpose) CINFER_TRY(read_attr_ints(n, "output_padding", nsp, off, 0, opad));
+    int ap = read_auto_pad(n);
+    for (int i = 0; i < nsp; i++) {
+        int j = off + i;
+        int64_t dk = (g->k[j] - 1) * g->d[j] + 1;
+        if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
+            int64_t total;
+            if (transpose) {
+                total = g->s[j] * (g->in[j] - 1) + opad[j] + dk - g->out[j];
+                g->pb[j] = ap == PAD_SAME_UPPER ? floor_div(total, 2) : total - floor_div(total, 2);
+            } else {
+                total = (g->out[j] - 1) * g->s[j] + dk - g->in[j];
+                if (total < 0) total = 0;
+                g->pb[j] = ap == PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            }
+            g->pe[j] = total - g->pb[j];
+        } else if (ap == PAD_NOTSET) {
+            g->pb[j] = pads[i];
+            g->pe[j] = pads[nsp + i];
+        }
+    }
+    *nsp_out = nsp;
+    return CINFER_OK;
+}
+
+static int64_t geom_in_size(const conv_geom *g) { return g->in[0] * g->in[1] * g->in[2]; }
+static int64_t geom_out_size(const conv_geom *g) { return g->out[0] * g->out[1] * g->out[2]; }
+
+static bool conv_dtype(cinfer_dtype t) {
+    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_DOUBLE || t == CINFER_DTYPE_FLOAT16 ||
+           t == CINFER_DTYPE_BFLOAT16 || t == CINFER_DTYPE_INT8 || t == CINFER_DTYPE_UINT8;
+}
+
+static bool dnn_dtype(cinfer_dtype t, cudnnDataType_t *out) {
+    switch (t) {
+    case CINFER_DTYPE_FLOAT: *out = CUDNN_DATA_FLOAT; return true;
+    case CINFER_DTYPE_DOUBLE: *out = CUDNN_DATA_DOUBLE; return true;
+    case CINFER_DTYPE_FLOAT16: *out = CUDNN_DATA_HALF; return true;
+    case CINFER_DTYPE_BFLOAT16: *out = CUDNN_DATA_BFLOAT16; return true;
+    default: return false;
+    }
+}
+
+static cinfer_status out_of_memory(const graph_node *n) {
+    return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate device scratch memory", n->op_type,
+                      n->name);
+}
+
+/* ---- cuDNN plans ---- */
+
+/* Everything a plan depends on; compared with memcmp, so always zero-filled first. For ConvTranspose (transpose
+ * set) the convolution is the forward one whose backward data it is: x is the ConvTranspose output (dx), y its
+ * input (dy). */
+typedef struct dnn_key {
+    int device, dtype, transpose, nbdims, group;
+    int x[5], w[5], y[5];
+    int pad[3], stride[3], dil[3];
+    size_t workspace;
+} dnn_key;
+
+typedef struct dnn_plan {
+    dnn_key key;
+    bool supported; /* false: cuDNN takes no part (the direct kernel runs); remembered so it is not asked again */
+    bool cached;    /* owned by the table; else the caller releases it after the call */
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    int algo; /* cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t */
+    size_t ws_bytes;
+} dnn_plan;
+
+#define DNN_SLOTS 2048 /* open addressing, kept at most half full */
+#define DNN_MAX_PLANS (DNN_SLOTS / 2)
+static dnn_plan *dnn_table[DNN_SLOTS];
+static int dnn_count;
+static pthread_mutex_t dnn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t key_hash(const void *key, size_t size) {
+    const unsigned char *p = key;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void dnn_plan_release(dnn_plan *p) {
+    if (p->xd) cudnnDestroyTensorDescriptor(p->xd);
+    if (p->yd) cudnnDestroyTensorDescriptor(p->yd);
+    if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
+    if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
+    p->xd = p->yd = NULL;
+    p->wd = NULL;
+    p->cd = NULL;
+}
+
+static cudnnStatus_t dnn_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t type, int nbdims, const int *dims) {
+    int strides[5];
+    int s = 1;
+    for (int i = nbdims - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+    return cudnnSetTensorNdDescriptor(d, type, nbdims, dims, strides);
+}
+
+/* Float32 must not take TF32 tensor-core algorithms. */
+static bool math_allowed(cinfer_dtype t, cudnnMathType_t m) {
+    return t != CINFER_DTYPE_FLOAT || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+/* Sets the plan's math type and algorithm to perf's when its real workspace fits. */
+static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t math) {
+    cinfer_dtype t = (cinfer_dtype)p->key.dtype;
+    if (t != CINFER_DTYPE_FLOAT && cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) return false;
+    size_t ws = 0;
+    cudnnStatus_t st =
+        p->key.transpose
+            ? cudnnGetConvolutionBackwardDataWorkspaceSize(x->dnn, p->wd, p->yd, p->cd, p->xd,
+                                                           (cudnnConvolutionBwdDataAlgo_t)algo, &ws)
+            : cudnnGetConvolutionForwardWorkspaceSize(x->dnn, p->xd, p->wd, p->cd, p->yd,
+                                                      (cudnnConvolutionFwdAlgo_t)algo, &ws);
+    if (st != CUDNN_STATUS_SUCCESS || ws > p->key.workspace) return false;
+    p->algo = algo;
+    p->ws_bytes = ws;
+    return true;
+}
+
+/* Builds the descriptors and picks an algorithm: the heuristics' order, deterministic ones first. False when
+ * cuDNN has nothing for the problem. */
+static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
+    const dnn_key *k = &p->key;
+    cinfer_dtype t = (cinfer_dtype)k->dtype;
+    cudnnDataType_t type, compute;
+    if (!dnn_dtype(t, &type)) return false;
+    compute = t == CINFER_DTYPE_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    int nsp = k->nbdims - 2;
+    if (cudnnCreateTensorDescriptor(&p->xd) != CUDNN_STATUS_SUCCESS ||
+        cudnnCreateTensorDescriptor(&p->yd) != CUDNN_STATUS_SUCCESS ||
+        cudnnCreateFilterDescriptor(&p->wd) != CUDNN_STATUS_SUCCESS ||
+        cudnnCreateConvolutionDescriptor(&p->cd) != CUDNN_STATUS_SUCCESS)
+        return false;
+    if (dnn_tensor(p->xd, type, k->nbdims, k->x) != CUDNN_STATUS_SUCCESS ||
+        dnn_tensor(p->yd, type, k->nbdims, k->y) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetFilterNdDescriptor(p->wd, type, CUDNN_TENSOR_NCHW, k->nbdims, k->w) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionNdDescriptor(p->cd, nsp, k->pad, k->stride, k->dil, CUDNN_CROSS_CORRELATION, compute) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionGroupCount(p->cd, k->group) != CUDNN_STATUS_SUCCESS)
+        return false;
+    cudnnMathType_t math = t == CINFER_DTYPE_FLOAT    ? CUDNN_FMA_MATH
+                           : t == CINFER_DTYPE_DOUBLE ? CUDNN_DEFAULT_MATH
+                                                      : CUDNN_TENSOR_OP_MATH;
+    if (cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) return false;
+    /* the shapes must be the ones cuDNN derives, or it would read or write past them */
+    int dims[5];
+    if (cudnnGetConvolutionNdForwardOutputDim(p->cd, p->xd, p->wd, k->nbdims, dims) != CUDNN_STATUS_SUCCESS ||
+        memcmp(dims, k->y, (size_t)k->nbdims * sizeof(int)) != 0)
+        return false;
+    int returned = 0;
+    if (k->transpose) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        if (cudnnGetConvolutionBackwardDataAlgorithm_v7(x->dnn, p->wd, p->yd, p->cd, p->xd,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                        perf) != CUDNN_STATUS_SUCCESS)
+            return false;
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < returned; i++) {
+                const cudnnConvolutionBwdDataAlgoPerf_t *r = &perf[i];
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(t, r->mathType) ||
+                    (pass == 0 && r->determinism != CUDNN_DETERMINISTIC))
+                    continue;
+                if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
+            }
+    } else {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        if (cudnnGetConvolutionForwardAlgorithm_v7(x->dnn, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                   &returned, perf) != CUDNN_STATUS_SUCCESS)
+            return false;
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < returned; i++) {
+                const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(t, r->mathType) ||
+                    (pass == 0 && r->determinism != CUDNN_DETERMINISTIC))
+                    continue;
+                if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
+            }
+    }
+    return false;
+}
+
+/* The plan for key (built on first use), or, once the table is full, one built in *tmp that the caller
+ * releases. Check ->supported. NULL only when the memory cannot be had. */
+static dnn_plan *dnn_plan_get(cuda_exec *x, const dnn_key *key, dnn_plan *tmp) {
+    uint64_t slot = key_hash(key, sizeof *key) & (DNN_SLOTS - 1);
+    pthread_mutex_lock(&dnn_lock);
+    while (dnn_table[slot] && memcmp(&dnn_table[slot]->key, key, sizeof *key) != 0) slot = (slot + 1) & (DNN_SLOTS - 1);
+    dnn_plan *p = dnn_table[slot];
+    if (!p) {
+        /* built under the lock: once per problem, and no two threads build the same plan */
+        p = dnn_count < DNN_MAX_PLANS ? calloc(1, sizeof *p) : NULL;
+        if (p) {
+            p->cached = true;
+            dnn_table[slot] = p;
+            dnn_count++;
+        } else {
+            p = tmp;
+            memset(p, 0, sizeof *p);
+        }
+        memcpy(&p->key, key, sizeof *key); /* padding too: keys compare with memcmp */
+        p->supported = dnn_plan_build(x, p);
+        if (!p->supported) dnn_plan_release(p);
+    }
+    pthread_mutex_unlock(&dnn_lock);
+    return p;
+}
+
+/* Fills the key's tensor dims: [batch, channels, spatial...] with spatial taken from the 3-D form (its last two
+ * dims for ranks 1 and 2). False when a dim or element count leaves cuDNN's int range. */
+static bool dnn_dims(int *dst, int nbdims, int64_t batch, int64_t channels, const int64_t *sp3) {
+    int64_t v[5] = {batch, channels, 0, 0, 0}, count = 1;
+    for (int i = 2; i < nbdims; i++) v[i] = sp3[3 - (nbdims - i)];
+    for (int i = 0; i < nbdims; i++) {
+        count *= v[i];
+        if (v[i] > INT32_MAX || count > INT32_MAX) return false;
+        dst[i] = (int)v[i];
+    }
+    return true;
+}
+
+/* The window part of the key from 3-D values. */
+static void dnn_window(dnn_key *k, const int64_t *pad3, const int64_t *stride3, const int64_t *dil3) {
+    int nsp = k->nbdims - 2;
+    for (int i = 0; i < nsp; i++) {
+        int j = 3 - nsp + i;
+        k->pad[i] = (int)pad3[j];
+        k->stride[i] = (int)stride3[j];
+        k->dil[i] = (int)dil3[j];
+    }
+}
+
+static bool window_fits_int(const conv_geom *g) {
+    for (int i = 0; i < 3; i++)
+        if (g->k[i] > INT32_MAX || g->s[i] > INT32_MAX || g->d[i] > INT32_MAX || g->pb[i] > INT32_MAX ||
+            g->pe[i] > INT32_MAX)
+            return false;
+    return true;
+}
+
+/* cuDNN's own refusals of a call (as opposed to a failing device) send the node to the direct kernel. */
+static bool dnn_refused(cudnnStatus_t st) {
+    return CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_NOT_SUPPORTED || CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_BAD_PARAM;
+}
+
+/* ---- Conv ---- */
+
+/* Runs the convolution through cuDNN; *done false when cuDNN takes no part (the caller runs the direct kernel). */
+static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor *xt, const tensor *w, tensor *y,
+                                int nsp, const conv_geom *g, int64_t group, bool *done) {
+    *done = false;
+    cudnnDataType_t type;
+    if (!dnn_dtype(xt->dtype, &type) || !window_fits_int(g)) return CINFER_OK;
+    /* cuDNN pads both sides alike: the common part stays with it, the rest is padded into scratch */
+    int64_t common[3], lead[3], padded[3];
+    bool pad_copy = false;
+    for (int i = 0; i < 3; i++) {
+        common[i] = g->pb[i] < g->pe[i] ? g->pb[i] : g->pe[i];
+        lead[i] = g->pb[i] - common[i];
+        padded[i] = g->in[i] + lead[i] + (g->pe[i] - common[i]);
+        pad_copy |= padded[i] != g->in[i];
+    }
+    int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
+    dnn_key key;
+    memset(&key, 0, sizeof key);
+    key.device = x->device;
+    key.dtype = (int)xt->dtype;
+    key.nbdims = nsp == 3 ? 5 : 4;
+    key.group = (int)group;
+    key.workspace = x->workspace_bytes;
+    if (group > INT32_MAX || !dnn_dims(key.x, key.nbdims, batch, c, padded) ||
+        !dnn_dims(key.w, key.nbdims, m, c / group, g->k) || !dnn_dims(key.y, key.nbdims, batch, m, g->out))
+        return CINFER_OK;
+    dnn_window(&key, common, g->s, g->d);
+    dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp);
+    if (!plan) return out_of_memory(n);
+    if (!plan->supported) return CINFER_OK;
+    const void *src = xt->data;
+    cinfer_status st = CINFER_OK;
+    if (pad_copy) {
+        size_t bytes = (size_t)(batch * c * padded[0] * padded[1] * padded[2]) * cinfer_dtype_size(xt->dtype);
+        void *buf = cuda_scratch(x, bytes > 0 ? bytes : 1);
+        if (!buf) st = out_of_memory(n);
+        conv_shift sh;
+        for (int i = 0; i < 3; i++) {
+            sh.src[i] = g->in[i];
+            sh.dst[i] = padded[i];
+            sh.off[i] = lead[i];
+        }
+        if (st == CINFER_OK)
+            st = cuda_check_launch(n, "Conv pad", conv_launch_shift(xt->dtype, xt->data, buf, batch * c, sh, NULL, 1,
+                                                                    x->stream));
+        src = buf;
+    }
+    if (st == CINFER_OK) {
+        float one_f = 1.0f, zero_f = 0.0f;
+        double one_d = 1.0, zero_d = 0.0;
+        bool dbl = xt->dtype == CINFER_DTYPE_DOUBLE;
+        cudnnStatus_t ds = cudnnConvolutionForward(x->dnn, dbl ? (const void *)&one_d : (const void *)&one_f,
+                                                   plan->xd, src, plan->wd, w->data, plan->cd,
+                                                   (cudnnConvolutionFwdAlgo_t)plan->algo, x->workspace, plan->ws_bytes,
+                                                   dbl ? (const void *)&zero_d : (const void *)&zero_f, plan->yd,
+                                                   y->data);
+        if (!dnn_refused(ds)) {
+            st = cuda_check_cudnn(n, "cudnnConvolutionForward", ds);
+            *done = true;
+        }
+    }
+    if (!plan->cached) dnn_plan_release(plan);
+    return st;
+}
+
+static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                              int num_out) {
+    (void)num_out;
+    const tensor *xt = &in[0], *w = &in[1];
+    const tensor *b = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
+    tensor *y = &out[0];
+    if (!conv_dtype(xt->dtype)) return cuda_unsupported_dtype(n, xt->dtype);
+    if (w->dtype != xt->dtype || (b && b->dtype != xt->dtype) || y->dtype != xt->dtype)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B and Y must share one dtype", n->name);
+    conv_geom g;
+    int nsp;
+    CINFER_TRY(geom_read(n, xt, y, w, true, false, &g, &nsp));
+    int64_t group = graph_attr_int(n, "group", 1);
+    int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
+    if (group < 1 || c % group || m % group || w->dims[0] != m || w->dims[1] * group != c || batch != y->dims[0] ||
+        (b && tensor_numel(b) != m))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B shapes do not fit group %lld", n->name,
+                          (long long)group);
+    const bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0;
+    const int64_t out_size = geom_out_size(&g);
+    if (batch * m * out_size == 0) return CINFER_OK;
+    const void *bias = b ? b->data : NULL;
+    if (c == 0 || geom_in_size(&g) == 0) /* no input taps: Y is the bias */
+        return cuda_check_launch(n, "Conv bias fill", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
+                                                                           bias, true, relu, x->stream));
+    bool done = false;
+    CINFER_TRY(conv_cudnn(x, n, xt, w, y, nsp, &g, group, &done));
+    if (done) {
+        if (!bias && !relu) return CINFER_OK;
+        return cuda_check_launch(n, "Conv bias/Relu", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
+                                                                           bias, false, relu, x->stream));
+    }
+    return cuda_check_launch(n, "Conv direct", conv_launch_direct(xt->dtype, xt->data, w->data, bias, y->data, batch,
+                                                                  c, m, group, g, relu, x->stream));
+}
+
+/* ---- ConvTranspose ---- */
+
+/* Runs the transposed convolution through cuDNN's backward data, bias included; *done false when cuDNN takes no
+ * part. When the begin pads give exactly the output's extent cuDNN writes Y itself; otherwise it writes the
+ * uncropped result (no pads: extent s * (in - 1) + dilated kernel) to scratch, and a crop copies Y out of it. */
+static cinfer_status conv_transpose_cudnn(cuda_exec *x, const graph_node *n, const tensor *xt, const tensor *w,
+                                          const void *bias, tensor *y, int nsp, const conv_geom *g, int64_t group,
+                                          bool *done) {
+    *done = false;
+    cudnnDataType_t type;
+    if (!dnn_dtype(xt->dtype, &type) || !window_fits_int(g)) return CINFER_OK;
+    bool direct = true;
+    int64_t full[3], zero[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        int64_t dk = (g->k[i] - 1) * g->d[i] + 1, num = g->out[i] + 2 * g->pb[i] - dk;
+        direct = direct && g->pb[i] >= 0 && num >= 0 && num / g->s[i] + 1 == g->in[i];
+        full[i] = g->s[i] * (g->in[i] - 1) + dk;
+    }
+    int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
+    dnn_key key;
+    memset(&key, 0, sizeof key);
+    key.device = x->device;
+    key.dtype = (int)xt->dtype;
+    key.transpose = 1;
+    key.nbdims = nsp == 3 ? 5 : 4;
+    key.group = (int)group;
+    key.workspace = x->workspace_bytes;
+    if (group > INT32_MAX || !dnn_dims(key.x, key.nbdims, batch, m, direct ? g->out : full) ||
+        !dnn_dims(key.w, key.nbdims, c, m / group, g->k) || !dnn_dims(key.y, key.nbdims, batch, c, g->in))
+        return CINFER_OK;
+    dnn_window(&key, direct ? g->pb : zero, g->s, g->d);
+    dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp);
+    if (!plan) return out_of_memory(n);
+    if (!plan->supported) return CINFER_OK;
+    cinfer_status st = CINFER_OK;
+    void *dst = y->data;
+    if (!direct) {
+        size_t bytes = (size_t)(batch * m * full[0] * full[1] * full[2]) * cinfer_dtype_size(xt->dtype);
+        dst = cuda_scratch(x, bytes > 0 ? bytes : 1);
+        if (!dst) st = out_of_memory(n);
+    }
+    if (st == CINFER_OK) {
+        float one_f = 1.0f, zero_f = 0.0f;
+        double one_d = 1.0, zero_d = 0.0;
+        bool dbl = xt->dtype == CINFER_DTYPE_DOUBLE;
+        cudnnStatus_t ds = cudnnConvolutionBackwardData(
+            x->dnn, dbl ? (const void *)&one_d : (const void *)&one_f, plan->wd, w->data, plan->yd, xt->data, plan->cd,
+            (cudnnConvolutionBwdDataAlgo_t)plan->algo, x->workspace, plan->ws_bytes,
+            dbl ? (const void *)&zero_d : (const void *)&zero_f, plan->xd, dst);
+        if (!dnn_refused(ds)) {
+            st = cuda_check_cudnn(n, "cudnnConvolutionBackwardData", ds);
+            *done = true;
+        }
+    }
+    if (st == CINFER_OK && *done) {
+        if (direct) {
+            if (bias)
+                st = cuda_check_launch(n, "ConvTranspose bias",
+                                       conv_launch_bias_act(xt->dtype, y->data, batch * m, m, geom_out_size(g), bias,
+                                                            false, false, x->stream));
+        } else {
+            conv_shift sh;
+            for (int i = 0; i < 3; i++) {
+                sh.src[i] = full[i];
+                sh.dst[i] = g->out[i];
+                sh.off[i] = -g->pb[i];
+            }
+            st = cuda_check_launch(n, "ConvTranspose crop",
+                                   conv_launch_shift(xt->dtype, dst, y->data, batch * m, sh, bias, m, x->stream));
+        }
+    }
+    if (!plan->cached) dnn_plan_release(plan);
+    return st;
+}
+
+static cinfer_status run_conv_transpose(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                        int num_out) {
+    (void)num_out;
+    const tensor *xt = &in[0], *w = &in[1];
+    const tensor *b = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
+    tensor *y = &out[0];
+    if (!conv_dtype(xt->dtype)) return cuda_unsupported_dtype(n, xt->dtype);
+    if (w->dtype != xt->dtype || (b && b->dtype != xt->dtype) || y->dtype != xt->dtype)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "ConvTranspose node '%s': X, W, B and Y must share one dtype",
+                          n->name);
+    conv_geom g;
+    int nsp;
+    CINFER_TRY(geom_read(n, xt, y, w, true, true, &g, &nsp));
+    int64_t group = graph_attr_int(n, "group", 1);
+    int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
+    if (group < 1 || c % group || m % group || w->dims[0] != c || w->dims[1] * group != m || batch != y->dims[0] ||
+        (b && tensor_numel(b) != m))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "ConvTranspose node '%s': X, W, B shapes do not fit group %lld",
+                          n->name, (long long)group);
+    const int64_t out_size = geom_out_size(&g);
+    if (batch * m * out_size == 0) return CINFER_OK;
+    const void *bias = b ? b->data : NULL;
+    if (c == 0 || geom_in_size(&g) == 0) /* no input: Y is the bias */
+        return cuda_check_launch(n, "ConvTranspose bias fill",
+                                 conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, true, false,
+                                                      x->stream));
+    bool done = false;
+    CINFER_TRY(conv_transpose_cudnn(x, n, xt, w, bias, y, nsp, &g, group, &done));
+    if (done) return CINFER_OK;
+    return cuda_check_launch(n, "ConvTranspose direct",
+                             conv_launch_transpose_direct(xt->dtype, xt->data, w->data, bias, y->data, batch, c, m,
+                                                          group, g, x->stream));
+}
+
+/* ---- BatchNormalization ---- */
+
+static bool float_dtype(cinfer_dtype t) {
+    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_DOUBLE || t == CINFER_DTYPE_FLOAT16 ||
+           t == CINFER_DTYPE_BFLOAT16;
+}
+
+static cinfer_status run_batchnorm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                   int num_out) {
+    const tensor *xt = &in[0];
+    if (num_in < 5 || xt->ndim < 2)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                          "BatchNormalization node '%s': needs X of rank >= 2 and 4 parameters", n->name);
+    if (!conv_dtype(xt->dtype) || out[0].dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
+    int64_t batch = xt->dims[0], c = xt->dims[1], total = tensor_numel(xt);
+    int64_t size = batch * c > 0 ? total / (batch * c) : 0;
+    for (int i = 1; i < 5; i++)
+        if (!float_dtype(in[i].dtype) || tensor_numel(&in[i]) != c)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                              "BatchNormalization node '%s': input %d must be a float type and hold %lld values",
+                              n->name, i, (long long)c);
+    bool training = n->opset >= 14 ? graph_attr_int(n, "training_mode", 0) != 0 : false;
+    if (n->opset < 14)
+        for (int j = 1; j < num_out; j++)
+            if (out[j].data)
+                return core_error(CINFER_ERR_UNSUPPORTED,
+                                  "BatchNormalization node '%s': training outputs of BatchNormalization-9 are not "
+                                  "supported",
+                                  n->name);
+    void *run_mean = num_out > 1 ? out[1].data : NULL, *run_var = num_out > 2 ? out[2].data : NULL;
+    if (training && ((run_mean && (tensor_numel(&out[1]) != c || out[1].dtype != in[3].dtype)) ||
+                     (run_var && (tensor_numel(&out[2]) != c || out[2].dtype != in[3].dtype))))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                          "BatchNormalization node '%s': running mean/var outputs must hold %lld values of the mean's "
+                          "dtype",
+                          n->name, (long long)c);
+    if (c == 0 || (total == 0 && !training)) return CINFER_OK;
+    conv_bn_params bp = {
+        .scale = in[1].data, .bias = in[2].data, .mean = in[3].data, .var = in[4].data,
+        .scale_t = in[1].dtype, .bias_t = in[2].dtype, .mean_t = in[3].dtype, .var_t = in[4].dtype,
+        .eps = graph_attr_float(n, "epsilon", 1e-5f), .momentum = graph_attr_float(n, "momentum", 0.9f),
+        .channels = c,
+    };
+    double *table = cuda_scratch(x, (size_t)(2 * c) * sizeof(double));
+    if (!table) return out_of_memory(n);
+    if (training)
+        CINFER_TRY(cuda_check_launch(n, "BatchNormalization statistics",
+                                     conv_launch_bn_train(xt->dtype, xt->data, batch, size, bp, table, run_mean,
+                                                          run_var, x->stream)));
+    else
+        CINFER_TRY(cuda_check_launch(n, "BatchNormalization coefficients",
+                                     conv_launch_bn_table(xt->dtype, bp, table, x->stream)));
+    return cuda_check_launch(n, "BatchNormalization",
+                             conv_launch_bn_apply(xt->dtype, xt->data, out[0].data, total, c, size, table, x->stream));
+}
+
+/* ---- MaxPool, AveragePool, LpPool ---- */
+
+static cinfer_status run_pool(cuda_exec *x, const graph_node *n, const tensor *in, tensor *out, int num_out, int kind) {
+    const tensor *xt = &in[0];
+    tensor *y = &out[0];
+    if (!conv_dtype(xt->dtype) || y->dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
+    bool dil = kind == CONV_POOL_MAX || (kind == CONV_POOL_AVG && n->opset >= 19) ||
+               (kind == CONV_POOL_LP && n->opset >= 18);
+    conv_geom g;
+    int nsp;
+    CINFER_TRY(geom_read(n, xt, y, NULL, dil, false, &g, &nsp));
+    if (xt->dims[0] != y->dims[0] || xt->dims[1] != y->dims[1])
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output batch/channels differ from the input",
+                          n->op_type, n->name);
+    int64_t *idx = num_out > 1 && out[1].data ? out[1].data : NULL;
+    if (idx && (out[1].dtype != CINFER_DTYPE_INT64 || tensor_numel(&out[1]) != tensor_numel(y)))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxPool node '%s': Indices must be int64 shaped like Y",
+                          n->name);
+    bool col_major = graph_attr_int(n, "storage_order", 0) == 1;
+    bool include_pad = graph_attr_int(n, "count_include_pad", 0) != 0;
+    int64_t p = graph_attr_int(n, "p", 2);
+    if (kind == CONV_POOL_LP && p < 1)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LpPool node '%s': p must be >= 1", n->name);
+    int64_t planes = xt->dims[0] * xt->dims[1];
+    if (planes * geom_out_size(&g) == 0) return CINFER_OK;
+    return cuda_check_launch(n, n->op_type,
+                             conv_launch_pool(xt->dtype, kind, xt->data, y->data, kind == CONV_POOL_MAX ? idx : NULL,
+                                              planes, g, include_pad, p, col_major, x->stream));
+}
+
+static cinfer_status run_maxpool(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                 int num_out) {
+    (void)num_in;
+    return run_pool(x, n, in, out, num_out, CONV_POOL_MAX);
+}
+static cinfer_status run_avgpool(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                 int num_out) {
+    (void)num_in;
+    return run_pool(x, n, in, out, num_out, CONV_POOL_AVG);
+}
+static cinfer_status run_lppool(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                int num_out) {
+    (void)num_in;
+    return run_pool(x, n, in, out, num_out, CONV_POOL_LP);
+}
+
+/* ---- global pools ---- */
+
+static cinfer_status run_global_pool(cuda_exec *x, const graph_node *n, const tensor *in, tensor *out, int kind) {
+    const tensor *xt = &in[0];
+    if (!conv_dtype(xt->dtype) || out[0].dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
+    if (xt->ndim < 2)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': X must have rank >= 2", n->op_type, n->name);
+    int64_t planes = xt->dims[0] * xt->dims[1];
+    if (tensor_numel(&out[0]) != planes)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output must hold one value per (N, C)",
+                          n->op_type, n->name);
+    int64_t size = planes > 0 ? tensor_numel(xt) / planes : 0;
+    int64_t p = graph_attr_int(n, "p", 2);
+    if (kind == CONV_POOL_LP && p < 1)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "GlobalLpPool node '%s': p must be >= 1", n->name);
+    if (planes == 0) return CINFER_OK;
+    return cuda_check_launch(n, n->op_type,
+                             conv_launch_global_pool(xt->dtype, kind, xt->data, out[0].data, planes, size, p,
+                                                     x->stream));
+}
+
+#define DEFINE_GLOBAL_POOL(name, kind)                                                                           \
+    static cinfer_status name(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,      \
+                              int num_out) {                                                                     \
+        (void)num_in;                                                                                            \
+        (void)num_out;                                                                                           \
+        return run_global_pool(x, n, in, out, kind);                                                             \
+    }
+DEFINE_GLOBAL_POOL(run_global_avgpool, CONV_POOL_AVG)
+DEFINE_GLOBAL_POOL(run_global_maxpool, CONV_POOL_MAX)
+DEFINE_GLOBAL_POOL(run_global_lppool, CONV_POOL_LP)
 
 const cuda_kernel cuda_conv_kernels[] = {
+    {"Conv", run_conv},
+    {"ConvTranspose", run_conv_transpose},
+    {"BatchNormalization", run_batchnorm},
+    {"MaxPool", run_maxpool},
+    {"AveragePool", run_avgpool},
+    {"LpPool", run_lppool},
+    {"GlobalAveragePool", run_global_avgpool},
+    {"GlobalMaxPool", run_global_maxpool},
+    {"GlobalLpPool", run_global_lppool},
     {NULL, NULL},
 };

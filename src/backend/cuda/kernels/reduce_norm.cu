@@ -1,0 +1,127 @@
+// CUDA kernels of the normalisations over contiguous rows: LayerNormalization, RMSNormalization,
+// InstanceNormalization and GroupNormalization.
+//
+// One block per row: mean, then the squared deviations from it (two passes, as the CPU, so a large mean
+// does not cancel the variance away), then the affine apply. Block-wide sums are folded in a fixed order
+// that every thread sees identically. y may alias x: each element is read and written by one thread, and
+// the statistics passes end behind a barrier.
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/reduce.h"
+#include "backend/cuda/kernels/reduce_device.cuh"
+
+namespace cinfer_cuda {
+namespace {
+
+__device__ __forceinline__ int64_t param_offset(const cuda_norm_param &p, int64_t c) {
+    return p.ndim == 0 ? c : red::index_offset(c, p.ndim, p.dims, p.strides);
+}
+
+// Mean (0 when rms) and variance of a row of n elements; every thread of the block gets the same values.
+template <typename T, typename F>
+__device__ __forceinline__ void row_stats(const T *xr, int64_t n, bool rms, F *smem, F *mean, F *var) {
+    F m = 0;
+    if (!rms) {
+        F s = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += load(xr[j]);
+        m = red::block_allreduce(s, red::Add{}, smem) / (F)n;
+    }
+    F q = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        F d = load(xr[j]) - m;
+        q += d * d;
+    }
+    *mean = m;
+    *var = red::block_allreduce(q, red::Add{}, smem) / (F)n;
+}
+
+template <typename T>
+__global__ void layer_norm_kernel(const T *x, void *y, cinfer_dtype y_dtype, int64_t rows, int64_t cols,
+                                  cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms,
+                                  cuda_norm_stat mean_out, cuda_norm_stat inv_out) {
+    using F = typename acc<T>::type;
+    __shared__ F smem[32];
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T *xr = x + row * cols;
+        F mean, var;
+        row_stats(xr, cols, rms, smem, &mean, &var);
+        const F inv = (F)(1.0 / sqrt((double)var + eps)); /* in double, as the CPU */
+        if (threadIdx.x == 0) {
+            if (mean_out.data) red::store_any(mean_out.data, mean_out.dtype, row, mean);
+            if (inv_out.data) red::store_any(inv_out.data, inv_out.dtype, row, inv);
+        }
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            F v = (load(xr[j]) - mean) * inv * (F)red::load_any(scale.data, scale.dtype, param_offset(scale, j));
+            if (bias.data) v += (F)red::load_any(bias.data, bias.dtype, param_offset(bias, j));
+            red::store_any(y, y_dtype, row * cols + j, v);
+        }
+    }
+}
+
+// Rows of `segs` channels of `spatial` elements; row r is group r % groups of its batch item.
+template <typename T>
+__global__ void group_norm_kernel(const T *x, T *y, int64_t rows, int64_t segs, int64_t spatial, int64_t groups,
+                                  bool per_group, cuda_norm_param scale, cuda_norm_param bias, double eps) {
+    using F = typename acc<T>::type;
+    __shared__ F smem[32];
+    const int64_t cols = segs * spatial;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T *xr = x + row * cols;
+        T *yr = y + row * cols;
+        const int64_t g = row % groups;
+        F mean, var;
+        row_stats(xr, cols, false, smem, &mean, &var);
+        const F inv = (F)(1.0 / sqrt((double)var + eps));
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            const int64_t p = per_group ? g : g * segs + j / spatial;
+            const F a = inv * (F)red::load_any(scale.data, scale.dtype, p);
+            const F b = (F)red::load_any(bias.data, bias.dtype, p);
+            yr[j] = store<T>((load(xr[j]) - mean) * a + b);
+        }
+    }
+}
+
+template <typename T>
+cudaError_t run_layer_norm(const void *x, cinfer_dtype y_dtype, void *y, int64_t rows, int64_t cols,
+                           cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms, cuda_norm_stat mean,
+                           cuda_norm_stat inv, cudaStream_t stream) {
+    layer_norm_kernel<T><<<red::blocks_for(rows), red::row_threads(cols), 0, stream>>>(
+        (const T *)x, y, y_dtype, rows, cols, scale, bias, eps, rms, mean, inv);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t run_group_norm(const void *x, void *y, int64_t rows, int64_t segs, int64_t spatial, int64_t groups,
+                           bool per_group, cuda_norm_param scale, cuda_norm_param bias, double eps,
+                           cudaStream_t stream) {
+    group_norm_kernel<T><<<red::blocks_for(rows), red::row_threads(segs * spatial), 0, stream>>>(
+        (const T *)x, (T *)y, rows, segs, spatial, groups, per_group, scale, bias, eps);
+    return cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace cinfer_cuda
+
+using namespace cinfer_cuda;
+
+extern "C" cudaError_t cuda_reduce_layer_norm(cinfer_dtype dt, const void *x, cinfer_dtype y_dtype, void *y,
+                                              int64_t rows, int64_t cols, cuda_norm_param scale,
+                                              cuda_norm_param bias, double eps, bool rms, cuda_norm_stat mean,
+                                              cuda_norm_stat inv_std, cudaStream_t stream) {
+    CUDA_DISPATCH_FLOATS(dt, T,
+                         return run_layer_norm<T>(x, y_dtype, y, rows, cols, scale, bias, eps, rms, mean, inv_std,
+                                                  stream),
+                         return cudaErrorInvalidValue)
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t cuda_reduce_group_norm(cinfer_dtype dt, const void *x, void *y, int64_t batch,
+                                              int64_t channels, int64_t spatial, int64_t groups, bool per_group,
+                                              cuda_norm_param scale, cuda_norm_param bias, double eps,
+                                              cudaStream_t stream) {
+    const int64_t rows = batch * groups, segs = channels / groups;
+    CUDA_DISPATCH_FLOATS(dt, T,
+                         return run_group_norm<T>(x, y, rows, segs, spatial, groups, per_group, scale, bias, eps,
+                                                  stream),
+                         return cudaErrorInvalidValue)
+    return cudaErrorInvalidValue;
+}
