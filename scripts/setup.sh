@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
 APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libopenblas-openmp-dev
-              python3 python3-venv python3-pip)
+              libmicrohttpd-dev libjansson-dev zlib1g-dev python3 python3-venv python3-pip)
 for arg in "$@"; do
     [ "$arg" = "--test" ] && APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
 done

@@ -1,0 +1,67 @@
+/* HTTP front end over libmicrohttpd: an epoll thread pool that reads request bodies (size limit, gzip/deflate),
+ * hands each complete request to a route handler, and lets the handler park the connection (suspend) while a
+ * worker computes the answer, then resume it from any thread. Knows nothing about KServe. */
+#ifndef SERVE_HTTP_SERVER_H
+#define SERVE_HTTP_SERVER_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "serve_error.h"
+
+typedef struct http_server http_server;
+typedef struct http_request http_request;
+
+typedef enum http_result { HTTP_DONE, HTTP_PENDING } http_result;
+
+/* Route handler, called on an HTTP thread once the body is complete. Either fills the response (http_respond_*)
+ * and returns HTTP_DONE, or calls http_request_suspend, arranges for http_request_resume to be called later
+ * (from any thread), stores its state in req->pending, and returns HTTP_PENDING. */
+typedef http_result (*http_handler)(void *ctx, http_request *req);
+/* Called on an HTTP thread after a resume; must fill the response. */
+typedef void (*http_finisher)(void *ctx, http_request *req);
+
+struct http_request {
+    const char *method, *url;
+    const char *body;             /* complete (and decompressed) body; not NUL-terminated */
+    size_t body_len;
+    long long infer_header_len;   /* Inference-Header-Content-Length, -1 when absent */
+    void *pending;                /* handler state of a suspended request */
+    void (*pending_free)(void *); /* called when the request is finished */
+    /* private */
+    struct http_private *priv;
+};
+
+typedef struct http_options {
+    const char *host;             /* IPv4 or IPv6 literal */
+    int port;
+    int threads;                  /* thread pool size */
+    size_t max_body;              /* bytes after decompression */
+    http_handler handler;
+    http_finisher finisher;
+    void *ctx;
+} http_options;
+
+int http_server_start(const http_options *opt, http_server **out, serve_error *e);
+/* Stops accepting new connections (existing ones are still served). */
+void http_server_quiesce(http_server *s);
+/* Requests started and not yet finished (answered and sent). */
+int http_server_inflight(http_server *s);
+/* Stops the threads and frees. NULL is a no-op. */
+void http_server_stop(http_server *s);
+
+void http_request_suspend(http_request *r);
+void http_request_resume(http_request *r);
+/* Nonzero when the client closed its connection (probed without blocking). */
+int http_request_client_gone(http_request *r);
+const char *http_request_header(http_request *r, const char *name);
+
+/* Responses. Each replaces any previous one. */
+void http_respond_empty(http_request *r, int status);
+void http_respond_json(http_request *r, int status, json_t *body); /* takes the reference */
+void http_respond_error(http_request *r, const serve_error *e);    /* {"error": msg} with e->code */
+void http_respond_text(http_request *r, int status, const char *content_type, char *body, size_t len); /* takes body */
+/* A malloc'ed body; json_len > 0 adds Inference-Header-Content-Length and octet-stream content type. */
+void http_respond_infer(http_request *r, char *body, size_t len, size_t json_len);
+
+#endif

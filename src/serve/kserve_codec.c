@@ -1,0 +1,678 @@
+/* KServe v2 infer codec. Requests: JSON parsed with jansson; `data` (flat or nested) converted to a dense
+ * little-endian buffer in the declared datatype; binary tensors (Inference-Header-Content-Length) referenced
+ * in place. Binding checks names, datatypes, shapes (batch dim included when the model batches) and byte sizes
+ * against the model config. Responses: JSON `data` or binary tensors appended after the JSON header. */
+#include "kserve_codec.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    cinfer_dtype dtype;
+} KS_TYPES[] = {
+    {"BOOL", CINFER_DTYPE_BOOL},   {"UINT8", CINFER_DTYPE_UINT8},   {"UINT16", CINFER_DTYPE_UINT16}, {"UINT32", CINFER_DTYPE_UINT32},
+    {"UINT64", CINFER_DTYPE_UINT64}, {"INT8", CINFER_DTYPE_INT8},   {"INT16", CINFER_DTYPE_INT16},   {"INT32", CINFER_DTYPE_INT32},
+    {"INT64", CINFER_DTYPE_INT64}, {"FP16", CINFER_DTYPE_FLOAT16},  {"FP32", CINFER_DTYPE_FLOAT},    {"FP64", CINFER_DTYPE_DOUBLE},
+    {"BYTES", CINFER_DTYPE_STRING}, {"BF16", CINFER_DTYPE_BFLOAT16},
+};
+
+cinfer_dtype kserve_dtype_from_name(const char *name) {
+    for (size_t i = 0; i < sizeof KS_TYPES / sizeof KS_TYPES[0]; i++)
+        if (strcmp(KS_TYPES[i].name, name) == 0) return KS_TYPES[i].dtype;
+    return CINFER_DTYPE_UNDEFINED;
+}
+
+const char *kserve_dtype_name(cinfer_dtype t) {
+    for (size_t i = 0; i < sizeof KS_TYPES / sizeof KS_TYPES[0]; i++)
+        if (KS_TYPES[i].dtype == t) return KS_TYPES[i].name;
+    return "INVALID";
+}
+
+int64_t kserve_numel(const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return -1;
+        if (shape[i] && n > INT64_MAX / shape[i]) return -1;
+        n *= shape[i];
+    }
+    return n;
+}
+
+static void shape_text(char *buf, size_t n, const int64_t *shape, int ndim) {
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%" PRId64, i ? "," : "", shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+void kserve_infer_request_free(kserve_infer_request *r) {
+    if (!r) return;
+    free(r->id);
+    for (size_t i = 0; i < r->num_inputs; i++) {
+        free(r->inputs[i].name);
+        free(r->inputs[i].owned);
+    }
+    free(r->inputs);
+    for (size_t i = 0; i < r->num_outputs; i++) free(r->outputs[i].name);
+    free(r->outputs);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- JSON data -> dense buffer ---- */
+
+typedef struct conv {
+    const char *input;
+    cinfer_dtype dtype;
+    unsigned char *out; /* numeric types: numel * size bytes */
+    size_t esz, idx, numel;
+    unsigned char *bytes; /* BYTES: growable */
+    size_t blen, bcap;
+    serve_error *e;
+} conv;
+
+static int put_scalar(conv *c, json_t *v) {
+    if (c->dtype == CINFER_DTYPE_STRING) {
+        if (!json_is_string(v))
+            return serve_fail(c->e, SERVE_BAD_REQUEST, "input '%s': BYTES data element %zu is not a string", c->input, c->idx);
+        size_t n = json_string_length(v);
+        if (n > UINT32_MAX) return serve_fail(c->e, SERVE_BAD_REQUEST, "input '%s': string element too long", c->input);
+        if (c->blen + 4 + n > c->bcap) {
+            size_t cap = c->bcap ? c->bcap * 2 : 256;
+            while (cap < c->blen + 4 + n) cap *= 2;
+            unsigned char *nb = realloc(c->bytes, cap);
+            if (!nb) return serve_fail(c->e, SERVE_INTERNAL, "out of memory");
+            c->bytes = nb;
+            c->bcap = cap;
+        }
+        uint32_t len = (uint32_t)n;
+        memcpy(c->bytes + c->blen, &len, 4);
+        memcpy(c->bytes + c->blen + 4, json_string_value(v), n);
+        c->blen += 4 + n;
+        c->idx++;
+        return 0;
+    }
+    if (c->idx >= c->numel) {
+        c->idx++; /* counted for the error message */
+        return 0;
+    }
+    void *dst = c->out + c->idx * c->esz;
+    const char *want = NULL;
+    if (c->dtype == CINFER_DTYPE_BOOL) {
+        if (!json_is_boolean(v)) want = "true or false";
+        else *(uint8_t *)dst = json_is_true(v) ? 1 : 0;
+    } else if (c->dtype == CINFER_DTYPE_FLOAT || c->dtype == CINFER_DTYPE_DOUBLE) {
+        if (!json_is_number(v)) want = "a number";
+        else if (c->dtype == CINFER_DTYPE_FLOAT) *(float *)dst = (float)json_number_value(v);
+        else *(double *)dst = json_number_value(v);
+    } else {
+        if (!json_is_integer(v)) {
+            want = "an integer";
+        } else {
+            json_int_t x = json_integer_value(v);
+            int ok = 1;
+            switch (c->dtype) {
+            case CINFER_DTYPE_INT8: ok = x >= INT8_MIN && x <= INT8_MAX; if (ok) *(int8_t *)dst = (int8_t)x; break;
+            case CINFER_DTYPE_INT16: ok = x >= INT16_MIN && x <= INT16_MAX; if (ok) *(int16_t *)dst = (int16_t)x; break;
+            case CINFER_DTYPE_INT32: ok = x >= INT32_MIN && x <= INT32_MAX; if (ok) *(int32_t *)dst = (int32_t)x; break;
+            case CINFER_DTYPE_INT64: *(int64_t *)dst = (int64_t)x; break;
+            case CINFER_DTYPE_UINT8: ok = x >= 0 && x <= UINT8_MAX; if (ok) *(uint8_t *)dst = (uint8_t)x; break;
+            case CINFER_DTYPE_UINT16: ok = x >= 0 && x <= UINT16_MAX; if (ok) *(uint16_t *)dst = (uint16_t)x; break;
+            case CINFER_DTYPE_UINT32: ok = x >= 0 && x <= UINT32_MAX; if (ok) *(uint32_t *)dst = (uint32_t)x; break;
+            case CINFER_DTYPE_UINT64: ok = x >= 0; if (ok) *(uint64_t *)dst = (uint64_t)x; break;
+            default: ok = 0;
+            }
+            if (!ok)
+                return serve_fail(c->e, SERVE_BAD_REQUEST, "input '%s': data element %zu (%lld) is out of range for %s", c->input,
+                                  c->idx, (long long)x, kserve_dtype_name(c->dtype));
+        }
+    }
+    if (want)
+        return serve_fail(c->e, SERVE_BAD_REQUEST, "input '%s': data element %zu must be %s for datatype %s", c->input, c->idx,
+                          want, kserve_dtype_name(c->dtype));
+    c->idx++;
+    return 0;
+}
+
+static int convert(conv *c, json_t *v, int depth) {
+    if (depth > CINFER_MAX_DIMS + 1)
+        return serve_fail(c->e, SERVE_BAD_REQUEST, "input '%s': data is nested deeper than any tensor shape", c->input);
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) if (convert(c, x, depth + 1) != 0) return -1;
+        return 0;
+    }
+    return put_scalar(c, v);
+}
+
+/* ---- request parsing ---- */
+
+static const char *RESERVED_SEQ[] = {"sequence_id", "sequence_start", "sequence_end", NULL};
+
+static int parse_request_params(json_t *params, kserve_infer_request *r, serve_error *e) {
+    if (!params) return 0;
+    if (!json_is_object(params)) return serve_fail(e, SERVE_BAD_REQUEST, "request 'parameters' must be a JSON object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(params, key, v) {
+        for (const char **s = RESERVED_SEQ; *s; s++)
+            if (!strcmp(key, *s))
+                return serve_fail(e, SERVE_BAD_REQUEST, "sequence batching is not supported: request parameter '%s' "
+                                                        "needs a sequence model, which cinfer does not serve yet", key);
+        if (!strcmp(key, "priority") || !strcmp(key, "timeout")) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return serve_fail(e, SERVE_BAD_REQUEST, "request parameter '%s' must be a non-negative integer", key);
+            if (key[0] == 'p') r->priority = (uint64_t)json_integer_value(v);
+            else r->timeout_us = (uint64_t)json_integer_value(v);
+        } else if (!strcmp(key, "binary_data_output")) {
+            if (!json_is_boolean(v)) return serve_fail(e, SERVE_BAD_REQUEST, "request parameter 'binary_data_output' must be a boolean");
+            r->binary_data_output = json_is_true(v);
+        } else if (!strcmp(key, "shared_memory_region") || !strncmp(key, "shared_memory", 13)) {
+            return serve_fail(e, SERVE_BAD_REQUEST, "shared memory is not supported yet (request parameter '%s')", key);
+        } else if (!strncmp(key, "triton_", 7)) {
+            return serve_fail(e, SERVE_BAD_REQUEST, "request parameter '%s' is reserved (names starting with 'triton_' "
+                                                    "are Triton's) and not known to cinfer", key);
+        }
+        /* other custom parameters are accepted and ignored, as Triton passes them to backends */
+    }
+    return 0;
+}
+
+static int parse_input(json_t *jin, size_t index, kserve_input *in, int *binary_size_set, size_t *binary_size,
+                       serve_error *e) {
+    if (!json_is_object(jin)) return serve_fail(e, SERVE_BAD_REQUEST, "inputs[%zu] must be a JSON object", index);
+    json_t *name = json_object_get(jin, "name"), *shape = json_object_get(jin, "shape"),
+           *dt = json_object_get(jin, "datatype"), *params = json_object_get(jin, "parameters");
+    if (!json_is_string(name)) return serve_fail(e, SERVE_BAD_REQUEST, "inputs[%zu]: 'name' must be a string", index);
+    in->name = strdup(json_string_value(name));
+    if (!in->name) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+    if (!json_is_string(dt)) return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': 'datatype' must be a string", in->name);
+    in->dtype = kserve_dtype_from_name(json_string_value(dt));
+    if (in->dtype == CINFER_DTYPE_UNDEFINED)
+        return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': unknown datatype '%s' (BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
+                                                "INT16, INT32, INT64, FP16, FP32, FP64, BF16, BYTES)", in->name, json_string_value(dt));
+    if (!json_is_array(shape)) return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': 'shape' must be an array of integers", in->name);
+    if (json_array_size(shape) > CINFER_MAX_DIMS)
+        return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape has %zu dims, cinfer supports at most %d", in->name,
+                          json_array_size(shape), CINFER_MAX_DIMS);
+    size_t i;
+    json_t *d;
+    json_array_foreach(shape, i, d) {
+        if (!json_is_integer(d) || json_integer_value(d) < 0)
+            return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape[%zu] must be a non-negative integer", in->name, i);
+        in->shape[in->ndim++] = json_integer_value(d);
+    }
+    *binary_size_set = 0;
+    if (params) {
+        if (!json_is_object(params)) return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': 'parameters' must be an object", in->name);
+        const char *key;
+        json_t *v;
+        json_object_foreach(params, key, v) {
+            if (!strcmp(key, "binary_data_size")) {
+                if (!json_is_integer(v) || json_integer_value(v) < 0)
+                    return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': binary_data_size must be a non-negative integer", in->name);
+                *binary_size_set = 1;
+                *binary_size = (size_t)json_integer_value(v);
+            } else if (!strncmp(key, "shared_memory", 13)) {
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shared memory is not supported yet (parameter '%s')", in->name, key);
+            } else if (!strncmp(key, "triton_", 7)) {
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': parameter '%s' is reserved and not known to cinfer", in->name, key);
+            }
+        }
+    }
+    return 0;
+}
+
+int kserve_parse_infer(const char *body, size_t len, long long header_len, kserve_infer_request *r, serve_error *e) {
+    memset(r, 0, sizeof *r);
+    if (header_len == 0) { /* raw binary: the whole body is the single input */
+        r->raw = 1;
+        r->raw_data = body;
+        r->raw_size = len;
+        r->binary_data_output = 1;
+        return 0;
+    }
+    size_t jlen = len;
+    if (header_len > 0) {
+        if ((unsigned long long)header_len > len)
+            return serve_fail(e, SERVE_BAD_REQUEST, "Inference-Header-Content-Length is %lld but the body has only %zu bytes",
+                              header_len, len);
+        jlen = (size_t)header_len;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(body, jlen, 0, &jerr);
+    if (!root)
+        return serve_fail(e, SERVE_BAD_REQUEST, "malformed JSON in the request at line %d, column %d: %s", jerr.line, jerr.column,
+                          jerr.text);
+    int rc = -1;
+    if (!json_is_object(root)) {
+        serve_fail(e, SERVE_BAD_REQUEST, "the request must be a JSON object");
+        goto done;
+    }
+    json_t *id = json_object_get(root, "id"), *inputs = json_object_get(root, "inputs"),
+           *outputs = json_object_get(root, "outputs");
+    if (id) {
+        if (!json_is_string(id)) {
+            serve_fail(e, SERVE_BAD_REQUEST, "request 'id' must be a string");
+            goto done;
+        }
+        if (!(r->id = strdup(json_string_value(id)))) goto oom;
+    }
+    if (parse_request_params(json_object_get(root, "parameters"), r, e) != 0) goto done;
+    if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
+        serve_fail(e, SERVE_BAD_REQUEST, "the request needs a non-empty 'inputs' array");
+        goto done;
+    }
+    size_t n = json_array_size(inputs);
+    if (!(r->inputs = calloc(n, sizeof *r->inputs))) goto oom;
+    const char *bin = body + jlen;
+    size_t bin_left = len - jlen;
+    for (size_t i = 0; i < n; i++) {
+        kserve_input *in = &r->inputs[i];
+        r->num_inputs++;
+        int has_bin = 0;
+        size_t bsize = 0;
+        json_t *jin = json_array_get(inputs, i);
+        if (parse_input(jin, i, in, &has_bin, &bsize, e) != 0) goto done;
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(r->inputs[k].name, in->name)) {
+                serve_fail(e, SERVE_BAD_REQUEST, "input '%s' is given twice", in->name);
+                goto done;
+            }
+        json_t *data = json_object_get(jin, "data");
+        int64_t numel = kserve_numel(in->shape, in->ndim);
+        char shp[128];
+        shape_text(shp, sizeof shp, in->shape, in->ndim);
+        if (numel < 0) {
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s is too large", in->name, shp);
+            goto done;
+        }
+        if (has_bin) {
+            if (data) {
+                serve_fail(e, SERVE_BAD_REQUEST, "input '%s' has both 'data' and binary_data_size", in->name);
+                goto done;
+            }
+            if (header_len < 0) {
+                serve_fail(e, SERVE_BAD_REQUEST, "input '%s' has binary_data_size but the request has no "
+                                                 "Inference-Header-Content-Length header", in->name);
+                goto done;
+            }
+            if (bsize > bin_left) {
+                serve_fail(e, SERVE_BAD_REQUEST, "input '%s': binary_data_size %zu exceeds the %zu bytes of binary data left "
+                                                 "in the body", in->name, bsize, bin_left);
+                goto done;
+            }
+            in->data = bin;
+            in->byte_size = bsize;
+            bin += bsize;
+            bin_left -= bsize;
+            continue;
+        }
+        if (!data) {
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s' has neither 'data' nor a binary_data_size parameter", in->name);
+            goto done;
+        }
+        if (in->dtype == CINFER_DTYPE_FLOAT16 || in->dtype == CINFER_DTYPE_BFLOAT16) {
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': datatype %s is only supported as binary data (binary tensor extension), "
+                                             "not in JSON 'data'", in->name, kserve_dtype_name(in->dtype));
+            goto done;
+        }
+        conv c = {.input = in->name, .dtype = in->dtype, .esz = cinfer_dtype_size(in->dtype), .numel = (size_t)numel, .e = e};
+        if (in->dtype != CINFER_DTYPE_STRING) {
+            if (numel > (int64_t)(len * 64 + 64)) { /* JSON can't hold this many elements: refuse before allocating */
+                serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s has %" PRId64 " elements, more than the request can hold",
+                           in->name, shp, numel);
+                goto done;
+            }
+            if (!(c.out = malloc(numel ? (size_t)numel * c.esz : 1))) goto oom;
+        }
+        int crc = convert(&c, data, 0);
+        in->owned = c.out ? (void *)c.out : (void *)c.bytes;
+        if (c.out) free(c.bytes);
+        if (crc != 0) goto done;
+        if (c.idx != (size_t)numel) {
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s needs %" PRId64 " elements but 'data' has %zu", in->name, shp,
+                       numel, c.idx);
+            goto done;
+        }
+        in->data = in->owned;
+        in->byte_size = c.out ? (size_t)numel * c.esz : c.blen;
+    }
+    if (bin_left) {
+        serve_fail(e, SERVE_BAD_REQUEST, "the body has %zu bytes of binary data that no input's binary_data_size accounts for", bin_left);
+        goto done;
+    }
+    if (outputs) {
+        if (!json_is_array(outputs)) {
+            serve_fail(e, SERVE_BAD_REQUEST, "request 'outputs' must be an array");
+            goto done;
+        }
+        size_t no = json_array_size(outputs);
+        if (no && !(r->outputs = calloc(no, sizeof *r->outputs))) goto oom;
+        for (size_t i = 0; i < no; i++) {
+            json_t *jo = json_array_get(outputs, i), *nm = json_object_get(jo, "name"), *p = json_object_get(jo, "parameters");
+            if (!json_is_string(nm)) {
+                serve_fail(e, SERVE_BAD_REQUEST, "outputs[%zu]: 'name' must be a string", i);
+                goto done;
+            }
+            kserve_output *o = &r->outputs[r->num_outputs++];
+            o->binary = -1;
+            if (!(o->name = strdup(json_string_value(nm)))) goto oom;
+            for (size_t k = 0; k + 1 < r->num_outputs; k++)
+                if (!strcmp(r->outputs[k].name, o->name)) {
+                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s' is requested twice", o->name);
+                    goto done;
+                }
+            if (p && !json_is_object(p)) {
+                serve_fail(e, SERVE_BAD_REQUEST, "output '%s': 'parameters' must be an object", o->name);
+                goto done;
+            }
+            const char *key;
+            json_t *v;
+            if (p) json_object_foreach(p, key, v) {
+                if (!strcmp(key, "binary_data")) {
+                    if (!json_is_boolean(v)) {
+                        serve_fail(e, SERVE_BAD_REQUEST, "output '%s': binary_data must be a boolean", o->name);
+                        goto done;
+                    }
+                    o->binary = json_is_true(v);
+                } else if (!strcmp(key, "classification")) {
+                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s': the classification extension is not supported", o->name);
+                    goto done;
+                } else if (!strncmp(key, "shared_memory", 13)) {
+                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s': shared memory is not supported yet (parameter '%s')", o->name, key);
+                    goto done;
+                } else if (!strncmp(key, "triton_", 7)) {
+                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s': parameter '%s' is reserved and not known to cinfer", o->name, key);
+                    goto done;
+                }
+            }
+        }
+    }
+    rc = 0;
+    goto done;
+oom:
+    serve_fail(e, SERVE_INTERNAL, "out of memory while parsing the request");
+done:
+    json_decref(root);
+    if (rc) kserve_infer_request_free(r);
+    return rc;
+}
+
+/* ---- binding to the model config ---- */
+
+static int output_known(const model_config *cfg, const char *name) {
+    for (size_t i = 0; i < cfg->num_outputs; i++)
+        if (!strcmp(cfg->outputs[i].name, name)) return 1;
+    return 0;
+}
+
+static int count_bytes_elements(const unsigned char *p, size_t n, int64_t *count) {
+    int64_t c = 0;
+    size_t o = 0;
+    while (o < n) {
+        if (n - o < 4) return -1;
+        uint32_t l;
+        memcpy(&l, p + o, 4);
+        if (n - o - 4 < l) return -1;
+        o += 4 + (size_t)l;
+        c++;
+    }
+    *count = c;
+    return 0;
+}
+
+/* Raw binary request: shape from the config, a single variable dim inferred from the byte size. */
+static int bind_raw(kserve_infer_request *r, const model_config *cfg, serve_error *e) {
+    if (cfg->num_inputs != 1)
+        return serve_fail(e, SERVE_BAD_REQUEST, "a raw binary request (Inference-Header-Content-Length: 0) needs a model with "
+                                                "exactly one input; model '%s' has %zu", cfg->name, cfg->num_inputs);
+    const config_tensor *t = &cfg->inputs[0];
+    size_t esz = cinfer_dtype_size(t->dtype);
+    if (!esz) return serve_fail(e, SERVE_BAD_REQUEST, "raw binary requests are not supported for BYTES input '%s'", t->name);
+    if (!(r->inputs = calloc(1, sizeof *r->inputs)) || !(r->inputs[0].name = strdup(t->name)))
+        return serve_fail(e, SERVE_INTERNAL, "out of memory");
+    r->num_inputs = 1;
+    kserve_input *in = &r->inputs[0];
+    in->dtype = t->dtype;
+    in->data = r->raw_data;
+    in->byte_size = r->raw_size;
+    if (cfg->max_batch_size > 0) in->shape[in->ndim++] = 1;
+    int var = -1;
+    int64_t fixed = 1;
+    for (int d = 0; d < t->ndims; d++) {
+        if (t->dims[d] < 0) {
+            if (var >= 0)
+                return serve_fail(e, SERVE_BAD_REQUEST, "raw binary request: input '%s' has more than one variable dim, so its "
+                                                        "shape cannot be inferred from the body size", t->name);
+            var = in->ndim;
+            in->shape[in->ndim++] = 0;
+        } else {
+            fixed *= t->dims[d];
+            in->shape[in->ndim++] = t->dims[d];
+        }
+    }
+    if (r->raw_size % esz || (fixed && (r->raw_size / esz) % (size_t)fixed) || (!fixed && r->raw_size))
+        return serve_fail(e, SERVE_BAD_REQUEST, "raw binary request: %zu bytes is not a whole number of elements of input '%s'",
+                          r->raw_size, t->name);
+    if (var >= 0) in->shape[var] = fixed ? (int64_t)(r->raw_size / esz) / fixed : 0;
+    return 0;
+}
+
+int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_tensor *tensors, int64_t *batch_size,
+                       serve_error *e) {
+    if (r->raw && !r->num_inputs && bind_raw(r, cfg, e) != 0) return -1;
+    int batched = cfg->max_batch_size > 0;
+    int64_t batch = -1;
+    for (size_t i = 0; i < r->num_inputs; i++) {
+        const kserve_input *in = &r->inputs[i];
+        size_t k;
+        for (k = 0; k < cfg->num_inputs && strcmp(cfg->inputs[k].name, in->name) != 0; k++) {}
+        if (k == cfg->num_inputs) {
+            char names[512] = "";
+            for (size_t j = 0; j < cfg->num_inputs; j++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", j ? ", " : "", cfg->inputs[j].name);
+            return serve_fail(e, SERVE_BAD_REQUEST, "unexpected inference input '%s' for model '%s' (its inputs: %s)", in->name,
+                              cfg->name, names);
+        }
+    }
+    for (size_t k = 0; k < cfg->num_inputs; k++) {
+        const config_tensor *t = &cfg->inputs[k];
+        const kserve_input *in = NULL;
+        for (size_t i = 0; i < r->num_inputs && !in; i++)
+            if (!strcmp(r->inputs[i].name, t->name)) in = &r->inputs[i];
+        if (!in)
+            return serve_fail(e, SERVE_BAD_REQUEST, "expected %zu inputs but got %zu inputs for model '%s': input '%s' is missing",
+                              cfg->num_inputs, r->num_inputs, cfg->name, t->name);
+        if (in->dtype != t->dtype)
+            return serve_fail(e, SERVE_BAD_REQUEST, "inference input '%s' data-type is '%s', but model '%s' expects '%s'", in->name,
+                              kserve_dtype_name(in->dtype), cfg->name, kserve_dtype_name(t->dtype));
+        char got[128], want[160];
+        shape_text(got, sizeof got, in->shape, in->ndim);
+        int64_t full[CINFER_MAX_DIMS + 1];
+        int fn = 0;
+        if (batched) full[fn++] = -1;
+        for (int d = 0; d < t->ndims; d++) full[fn++] = t->dims[d];
+        shape_text(want, sizeof want, full, fn);
+        int ok = in->ndim == fn;
+        for (int d = 0; ok && d < fn; d++) ok = full[d] < 0 || full[d] == in->shape[d];
+        if (!ok)
+            return serve_fail(e, SERVE_BAD_REQUEST, "unexpected shape for input '%s' for model '%s'. Expected %s, got %s%s", in->name,
+                              cfg->name, want, got, batched ? " (the first dim is the batch)" : "");
+        if (batched) {
+            if (in->shape[0] < 1 || in->shape[0] > cfg->max_batch_size)
+                return serve_fail(e, SERVE_BAD_REQUEST, "inference request batch-size %" PRId64 " for input '%s' must be in "
+                                                        "[1, %d] (max_batch_size of model '%s')", in->shape[0], in->name,
+                                  cfg->max_batch_size, cfg->name);
+            if (batch >= 0 && in->shape[0] != batch)
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s' has batch size %" PRId64 " but another input has %" PRId64
+                                                        "; all inputs of model '%s' must share the batch dim", in->name,
+                                  in->shape[0], batch, cfg->name);
+            batch = in->shape[0];
+        }
+        int64_t numel = kserve_numel(in->shape, in->ndim);
+        if (in->dtype == CINFER_DTYPE_STRING) {
+            int64_t count;
+            if (count_bytes_elements(in->data, in->byte_size, &count) != 0)
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': BYTES data is malformed (each element is a 4-byte "
+                                                        "little-endian length then that many bytes)", in->name);
+            if (count != numel)
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s needs %" PRId64 " BYTES elements but the data has "
+                                                        "%" PRId64, in->name, got, numel, count);
+        } else {
+            size_t need = (size_t)numel * cinfer_dtype_size(in->dtype);
+            if (in->byte_size != need)
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s of %s needs %zu bytes but %zu were given", in->name,
+                                  got, kserve_dtype_name(in->dtype), need, in->byte_size);
+        }
+        size_t esz = cinfer_dtype_size(in->dtype);
+        if (esz > 1 && ((uintptr_t)in->data % esz) != 0) {
+            /* binary data starts wherever the JSON header ended: copy it to an aligned buffer for the engine */
+            kserve_input *w = (kserve_input *)in;
+            void *copy = aligned_alloc(64, (in->byte_size + 63) / 64 * 64 + 64);
+            if (!copy) return serve_fail(e, SERVE_INTERNAL, "out of memory copying input '%s'", in->name);
+            memcpy(copy, in->data, in->byte_size);
+            free(w->owned);
+            w->owned = copy;
+            w->data = copy;
+        }
+        cinfer_tensor *ct = &tensors[k];
+        memset(ct, 0, sizeof *ct);
+        ct->name = t->name;
+        ct->dtype = t->dtype;
+        ct->ndim = in->ndim;
+        memcpy(ct->dims, in->shape, sizeof ct->dims);
+        ct->data = (void *)in->data;
+    }
+    *batch_size = batched ? batch : 1;
+    for (size_t i = 0; i < r->num_outputs; i++) {
+        const kserve_output *o = &r->outputs[i];
+        if (!output_known(cfg, o->name))
+            return serve_fail(e, SERVE_BAD_REQUEST, "unexpected inference output '%s' for model '%s'", o->name, cfg->name);
+    }
+    for (size_t k = 0; k < cfg->num_outputs; k++) {
+        const config_tensor *t = &cfg->outputs[k];
+        int wanted = r->num_outputs == 0, binary = r->binary_data_output;
+        for (size_t i = 0; i < r->num_outputs; i++)
+            if (!strcmp(r->outputs[i].name, t->name)) {
+                wanted = 1;
+                if (r->outputs[i].binary >= 0) binary = r->outputs[i].binary;
+            }
+        if (wanted && !binary && (t->dtype == CINFER_DTYPE_FLOAT16 || t->dtype == CINFER_DTYPE_BFLOAT16))
+            return serve_fail(e, SERVE_BAD_REQUEST, "output '%s' of model '%s' has datatype %s, which is only returned as binary "
+                                                    "data: request it with \"binary_data\": true", t->name, cfg->name,
+                              kserve_dtype_name(t->dtype));
+    }
+    return 0;
+}
+
+/* ---- response ---- */
+
+static json_t *data_json(const cinfer_tensor *t, int64_t numel) {
+    json_t *a = json_array();
+    const void *d = t->data;
+    for (int64_t i = 0; i < numel; i++) {
+        json_t *v;
+        switch (t->dtype) {
+        case CINFER_DTYPE_BOOL: v = json_boolean(((const uint8_t *)d)[i]); break;
+        case CINFER_DTYPE_UINT8: v = json_integer(((const uint8_t *)d)[i]); break;
+        case CINFER_DTYPE_UINT16: v = json_integer(((const uint16_t *)d)[i]); break;
+        case CINFER_DTYPE_UINT32: v = json_integer(((const uint32_t *)d)[i]); break;
+        case CINFER_DTYPE_UINT64: v = json_integer((json_int_t)((const uint64_t *)d)[i]); break;
+        case CINFER_DTYPE_INT8: v = json_integer(((const int8_t *)d)[i]); break;
+        case CINFER_DTYPE_INT16: v = json_integer(((const int16_t *)d)[i]); break;
+        case CINFER_DTYPE_INT32: v = json_integer(((const int32_t *)d)[i]); break;
+        case CINFER_DTYPE_INT64: v = json_integer(((const int64_t *)d)[i]); break;
+        case CINFER_DTYPE_FLOAT: {
+            double x = ((const float *)d)[i];
+            v = isfinite(x) ? json_real(x) : json_null(); /* JSON has no NaN/Inf */
+            break;
+        }
+        case CINFER_DTYPE_DOUBLE: {
+            double x = ((const double *)d)[i];
+            v = isfinite(x) ? json_real(x) : json_null();
+            break;
+        }
+        default: v = json_null();
+        }
+        json_array_append_new(a, v);
+    }
+    return a;
+}
+
+int kserve_encode_response(const kserve_infer_request *r, const char *model_name, const char *version,
+                           const cinfer_tensor *outputs, size_t num_outputs, char **body, size_t *body_len,
+                           size_t *json_len, serve_error *e) {
+    *body = NULL;
+    *body_len = *json_len = 0;
+    json_t *root = json_object(), *outs = json_array();
+    if (r->id) json_object_set_new(root, "id", json_string(r->id));
+    json_object_set_new(root, "model_name", json_string(model_name));
+    json_object_set_new(root, "model_version", json_string(version));
+    json_object_set_new(root, "outputs", outs);
+    const cinfer_tensor **bins = calloc(num_outputs ? num_outputs : 1, sizeof *bins);
+    size_t nbin = 0, bin_bytes = 0;
+    int rc = -1;
+    if (!bins) goto done;
+    /* requested outputs in request order, else all in model order */
+    size_t count = r->num_outputs ? r->num_outputs : num_outputs;
+    for (size_t i = 0; i < count; i++) {
+        const cinfer_tensor *t = NULL;
+        int binary = r->binary_data_output;
+        if (r->num_outputs) {
+            for (size_t k = 0; k < num_outputs && !t; k++)
+                if (!strcmp(outputs[k].name, r->outputs[i].name)) t = &outputs[k];
+            if (r->outputs[i].binary >= 0) binary = r->outputs[i].binary;
+        } else {
+            t = &outputs[i];
+        }
+        if (!t) {
+            serve_fail(e, SERVE_INTERNAL, "output '%s' was not produced by model '%s'", r->outputs[i].name, model_name);
+            goto done;
+        }
+        if (t->dtype == CINFER_DTYPE_FLOAT16 || t->dtype == CINFER_DTYPE_BFLOAT16 || t->dtype == CINFER_DTYPE_STRING) binary = 1;
+        json_t *o = json_object(), *shape = json_array();
+        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->dims[d]));
+        json_object_set_new(o, "name", json_string(t->name));
+        json_object_set_new(o, "datatype", json_string(kserve_dtype_name(t->dtype)));
+        json_object_set_new(o, "shape", shape);
+        int64_t numel = kserve_numel(t->dims, t->ndim);
+        if (binary) {
+            size_t nbytes = (size_t)numel * cinfer_dtype_size(t->dtype);
+            json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
+            bins[nbin++] = t;
+            bin_bytes += nbytes;
+        } else {
+            json_object_set_new(o, "data", data_json(t, numel));
+        }
+        json_array_append_new(outs, o);
+    }
+    char *js = json_dumps(root, JSON_COMPACT);
+    if (!js) goto done;
+    size_t jl = strlen(js);
+    char *out = malloc(jl + bin_bytes + 1);
+    if (!out) {
+        free(js);
+        goto done;
+    }
+    memcpy(out, js, jl);
+    free(js);
+    size_t o = jl;
+    for (size_t i = 0; i < nbin; i++) {
+        size_t nb = (size_t)kserve_numel(bins[i]->dims, bins[i]->ndim) * cinfer_dtype_size(bins[i]->dtype);
+        if (nb) memcpy(out + o, bins[i]->data, nb);
+        o += nb;
+    }
+    *body = out;
+    *body_len = o;
+    *json_len = nbin ? jl : 0;
+    rc = 0;
+done:
+    if (rc && !e->code) serve_fail(e, SERVE_INTERNAL, "out of memory while encoding the response of model '%s'", model_name);
+    free(bins);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,66 @@
+/* KServe v2 inference codec: parses an infer request body (JSON, or JSON + binary tensors), binds its inputs
+ * to a model config (names, datatypes, shapes, sizes), and encodes the response (JSON and binary outputs). */
+#ifndef SERVE_KSERVE_CODEC_H
+#define SERVE_KSERVE_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/cinfer.h"
+#include "config_model.h"
+#include "serve_error.h"
+
+typedef struct kserve_input {
+    char *name;
+    cinfer_dtype dtype;      /* CINFER_DTYPE_STRING for BYTES */
+    int ndim;
+    int64_t shape[CINFER_MAX_DIMS];
+    const void *data;        /* little-endian elements; BYTES: 4-byte length + bytes per element */
+    size_t byte_size;
+    void *owned;             /* data converted from JSON, freed with the request */
+} kserve_input;
+
+typedef struct kserve_output {
+    char *name;
+    int binary;              /* -1: not said (request default applies), 0 JSON, 1 binary */
+} kserve_output;
+
+typedef struct kserve_infer_request {
+    char *id;                /* echoed when given */
+    kserve_input *inputs;
+    size_t num_inputs;
+    kserve_output *outputs;  /* NULL/0 = every output */
+    size_t num_outputs;
+    int binary_data_output;  /* request parameter, default 0 */
+    uint64_t priority;
+    uint64_t timeout_us;
+    int raw;                 /* Inference-Header-Content-Length: 0 - the body is the one input's bytes */
+    const void *raw_data;
+    size_t raw_size;
+} kserve_infer_request;
+
+/* Parses an infer request. header_len is the Inference-Header-Content-Length value, or -1 when absent (the
+ * body is all JSON). Binary tensor data is referenced in place: `body` must outlive the request.
+ * Errors are 400 with a message naming the input and field. */
+int kserve_parse_infer(const char *body, size_t len, long long header_len, kserve_infer_request *out, serve_error *e);
+void kserve_infer_request_free(kserve_infer_request *r);
+
+/* Checks the request against the model config and builds the engine tensors for every config input.
+ * *batch_size receives the first dim for batching models (else 1). `tensors` has room for cfg->num_inputs.
+ * Also checks that requested outputs exist and that FP16/BF16/BYTES outputs are not asked for as JSON. */
+int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_tensor *tensors, int64_t *batch_size,
+                       serve_error *e);
+
+/* Encodes the response for `outputs` (every model output, in model order; only the requested ones are sent).
+ * *body is malloc'ed; *json_len is the length of the JSON part when binary data follows, else 0. */
+int kserve_encode_response(const kserve_infer_request *r, const char *model_name, const char *version,
+                           const cinfer_tensor *outputs, size_t num_outputs, char **body, size_t *body_len,
+                           size_t *json_len, serve_error *e);
+
+/* "FP32" <-> CINFER_DTYPE_FLOAT ("BYTES" <-> CINFER_DTYPE_STRING); unknown -> UNDEFINED / "INVALID". */
+cinfer_dtype kserve_dtype_from_name(const char *name);
+const char *kserve_dtype_name(cinfer_dtype t);
+/* Element count of a shape; -1 when a dim is negative or the count overflows. */
+int64_t kserve_numel(const int64_t *shape, int ndim);
+
+#endif

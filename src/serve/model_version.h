@@ -1,0 +1,60 @@
+/* One loaded version of a model: the engine model, one session and worker thread per instance, its request
+ * queue and its statistics. Reference-counted: the repository holds one reference while the version is
+ * served, and every HTTP request that uses it holds one until its response is encoded. */
+#ifndef SERVE_MODEL_VERSION_H
+#define SERVE_MODEL_VERSION_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cinfer/cinfer.h"
+#include "config_model.h"
+#include "model_queue.h"
+#include "serve_error.h"
+#include "stats.h"
+
+typedef struct model_load_options {
+    const char *device;     /* session device for KIND_AUTO groups: "cpu", "cuda", "cuda:N" */
+    int threads;            /* session "threads" option; 0 = engine default */
+    int default_max_batch;  /* max_batch_size chosen by auto-completion (0 = never batch) */
+} model_load_options;
+
+typedef struct model_instance {
+    struct model_version *owner;
+    cinfer_session *session;
+    char device[32];
+    pthread_t thread;
+    int started;
+} model_instance;
+
+typedef struct model_version {
+    char *name;
+    int64_t version;
+    char version_str[24];
+    model_config cfg;            /* completed from the model and checked against it */
+    cinfer_model *model;
+    model_instance *instances;
+    size_t num_instances;
+    model_queue queue;
+    stats_model stats;
+    uint64_t memory_bytes;       /* parameters held by the loaded model */
+    _Atomic int refs;
+    pthread_mutex_t ref_lock;
+    pthread_cond_t ref_zero;
+} model_version;
+
+/* Loads `path` (an .onnx file) as version `version` of model `name` with `cfg` (taken over, also on failure),
+ * completes and checks the config, creates the instances, runs the config's warm-ups and starts one worker per
+ * instance. On success *out has one reference (the caller's). Errors name the model, version and cause. */
+int model_version_load(const char *name, int64_t version, const char *path, model_config *cfg,
+                       const model_load_options *opt, model_version **out, serve_error *e);
+/* Queues r for execution; r->done is called later from a worker. Fails (503 full/closing, 400 priority). */
+int model_version_submit(model_version *mv, model_request *r, serve_error *e);
+void model_version_ref(model_version *mv);
+void model_version_unref(model_version *mv);
+/* Drains and frees: refuses new requests, lets the workers finish every queued request, drops the caller's
+ * reference, waits until no other holder is left, then frees sessions and the model. NULL is a no-op. */
+void model_version_retire(model_version *mv);
+
+#endif

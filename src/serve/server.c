@@ -1,0 +1,58 @@
+/* Server lifecycle: HTTP listeners first (so liveness answers while models load), then the repository loads;
+ * on stop the listener is quiesced, every model is drained (queued requests finish), in-flight responses are
+ * sent, and then the daemons and the repository are freed. */
+#include "server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+int server_start(const server_options *opt, server **out, serve_error *e) {
+    *out = NULL;
+    server *s = calloc(1, sizeof *s);
+    if (!s) return serve_fail(e, 500, "out of memory");
+    s->opt = *opt;
+    model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch};
+    if (repo_create(opt->model_repository, opt->control_mode, &lo, &s->repo, e) != 0) goto err;
+    http_options ho = {.host = opt->host, .port = opt->http_port, .threads = opt->http_threads,
+                       .max_body = opt->max_input_bytes, .handler = kserve_handle, .finisher = kserve_finish, .ctx = s};
+    if (http_server_start(&ho, &s->http, e) != 0) goto err;
+    if (opt->metrics_port > 0) {
+        http_options mo = {.host = opt->host, .port = opt->metrics_port, .threads = 1, .max_body = 1 << 16,
+                           .handler = kserve_handle_metrics, .finisher = kserve_finish, .ctx = s};
+        if (http_server_start(&mo, &s->metrics, e) != 0) goto err;
+    }
+    log_info("listening on %s:%d (HTTP/KServe v2)%s", opt->host, opt->http_port, opt->metrics_port > 0 ? "" : "; metrics off");
+    if (opt->metrics_port > 0) log_info("metrics on %s:%d/metrics", opt->host, opt->metrics_port);
+    int failed = repo_load_startup(s->repo, opt->load_models, opt->num_load_models);
+    if (failed) log_warn("%d model%s failed to load; see the errors above and POST /v2/repository/index", failed, failed == 1 ? "" : "s");
+    log_info("server ready: model repository '%s', control mode %s", opt->model_repository,
+             opt->control_mode == REPO_CONTROL_NONE ? "none" : opt->control_mode == REPO_CONTROL_POLL ? "poll" : "explicit");
+    *out = s;
+    return 0;
+err:
+    http_server_stop(s->metrics);
+    http_server_stop(s->http);
+    repo_free(s->repo);
+    free(s);
+    return -1;
+}
+
+void server_stop(server *s) {
+    if (!s) return;
+    atomic_store(&s->shutting_down, 1);
+    http_server_quiesce(s->http);
+    log_info("shutting down: finishing %d in-flight request%s", http_server_inflight(s->http),
+             http_server_inflight(s->http) == 1 ? "" : "s");
+    repo_retire_all(s->repo); /* queued and running requests complete; their connections are resumed */
+    /* wait for the resumed connections to send their responses */
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    for (int i = 0; i < 5000 && http_server_inflight(s->http) > 0; i++) nanosleep(&ts, NULL);
+    http_server_stop(s->http);
+    http_server_stop(s->metrics);
+    repo_free(s->repo);
+    free(s);
+    log_info("server stopped");
+}

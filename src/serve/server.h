@@ -1,0 +1,50 @@
+/* The one server context: options, the model repository, the KServe HTTP listener and the metrics listener,
+ * and the start / drain / stop sequence. tools/cinfer_server.c parses flags and handles signals around it. */
+#ifndef SERVE_SERVER_H
+#define SERVE_SERVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "http_server.h"
+#include "repo.h"
+#include "serve_error.h"
+
+typedef struct server_options {
+    const char *model_repository;
+    const char *host;
+    int http_port;
+    int metrics_port;              /* 0 = no metrics listener */
+    repo_control control_mode;
+    const char *const *load_models; /* explicit mode: models to load at start ("*" = all) */
+    size_t num_load_models;
+    int poll_secs;                 /* poll mode: seconds between rescans */
+    const char *device;            /* "cpu", "cuda", "cuda:N" */
+    int threads;                   /* engine threads per instance (0 = engine default) */
+    int http_threads;
+    size_t max_input_bytes;
+    int strict_readiness;
+    int default_max_batch;
+    int shutdown_timeout_s;
+} server_options;
+
+typedef struct server {
+    server_options opt;
+    repo *repo;
+    http_server *http, *metrics;
+    _Atomic int shutting_down;
+} server;
+
+/* Starts the listeners, then loads the models (a model that fails is reported and skipped). Fails only when a
+ * listener cannot start or the repository folder is missing. */
+int server_start(const server_options *opt, server **out, serve_error *e);
+/* Graceful stop: stop accepting, refuse new inference with 503, finish queued and running requests, send their
+ * responses, then free everything. NULL is a no-op. */
+void server_stop(server *s);
+
+/* KServe route handler and finisher (kserve_routes.c), and the metrics page handler. */
+http_result kserve_handle(void *server_ctx, http_request *req);
+void kserve_finish(void *server_ctx, http_request *req);
+http_result kserve_handle_metrics(void *server_ctx, http_request *req);
+
+#endif
