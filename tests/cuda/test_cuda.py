@@ -216,3 +216,16 @@ def test_capacity_planning(lib, gpus):
         Session(lib, mlp_model(), device="cuda:0", options={"max_batch": huge})
     assert e.value.status == 4 and "capacity planning" in e.value.message and "20%" in e.value.message, e.value.message
     print(e.value.message)
+
+
+def test_cuda_visible_devices_forms(cli, gpus):
+    """The process sees devices through CUDA_VISIBLE_DEVICES: by index, by GPU-<uuid>, and none at all."""
+    devices = need_gpu(gpus)
+    uuid = devices[-1].uuid.decode()
+    for value in (str(len(devices) - 1), uuid):
+        r = subprocess.run([cli, "gpus"], capture_output=True, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=value))
+        assert r.returncode == 0, r.stderr
+        rows = [l for l in r.stdout.splitlines() if l.startswith("cuda:")]
+        assert len(rows) == 1 and uuid in rows[0] and rows[0].startswith("cuda:0"), r.stdout
+    r = subprocess.run([cli, "gpus"], capture_output=True, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES="-1"))
+    assert r.returncode == 1 and "no CUDA device is visible" in r.stderr and "CUDA_VISIBLE_DEVICES=-1" in r.stderr, r.stderr
