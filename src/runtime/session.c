@@ -46,6 +46,8 @@ struct cinfer_session {
     bool profile;            /* option "profile": time every node */
     size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
     unsigned char *guard_host; /* host image of the arena for filling and checking guards */
+    void *aligned_inputs;      /* copies of caller inputs not aligned to their element size (host backends) */
+    size_t aligned_inputs_bytes;
     size_t guard_host_bytes;
     double *node_seconds;    /* per node, summed over runs (profile only) */
     uint64_t *node_calls;
@@ -260,6 +262,7 @@ void cinfer_session_free(cinfer_session *session) {
     free(session->node_calls);
     free(session->signature);
     free(session->guard_host);
+    core_aligned_free(session->aligned_inputs);
     pthread_mutex_destroy(&session->lock);
     free(session);
 }
@@ -661,6 +664,38 @@ static cinfer_status guard_check(cinfer_session *s, plan *p) {
     return CINFER_OK;
 }
 
+/* Host backends read caller inputs in place; kernels load whole elements, so an input whose data is not aligned
+ * to its element size (a binary tensor right after a JSON header, say) is first copied to an aligned buffer. */
+static cinfer_status bind_host_inputs(cinfer_session *s, plan *p, const cinfer_tensor **bound) {
+    const graph *g = s->model->graph;
+    size_t misaligned_bytes = 0;
+    for (int i = 0; i < g->num_inputs; i++) {
+        size_t es = cinfer_dtype_size(bound[i]->dtype);
+        if (es > 1 && (uintptr_t)bound[i]->data % es) misaligned_bytes += (input_bytes(bound[i]) + 63) & ~(size_t)63;
+    }
+    if (misaligned_bytes > s->aligned_inputs_bytes) {
+        void *grown = core_aligned_alloc(misaligned_bytes);
+        if (!grown) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory aligning %zu input bytes", misaligned_bytes);
+        core_aligned_free(s->aligned_inputs);
+        s->aligned_inputs = grown;
+        s->aligned_inputs_bytes = misaligned_bytes;
+    }
+    size_t used = 0;
+    for (int i = 0; i < g->num_inputs; i++) {
+        if (g->values[g->inputs[i]].value_needed) continue;
+        void *data = bound[i]->data;
+        size_t es = cinfer_dtype_size(bound[i]->dtype);
+        if (es > 1 && (uintptr_t)data % es) {
+            size_t nb = input_bytes(bound[i]);
+            memcpy((char *)s->aligned_inputs + used, data, nb);
+            data = (char *)s->aligned_inputs + used;
+            used += (nb + 63) & ~(size_t)63;
+        }
+        p->values[g->inputs[i]].data = data;
+    }
+    return CINFER_OK;
+}
+
 /* Runs the plan's backend nodes in order. */
 static cinfer_status run_nodes(cinfer_session *session, plan *p) {
     const graph *g = session->model->graph;
@@ -744,9 +779,7 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
 
     bool on_device = !b->iface->host_memory;
     /* per run: caller inputs (a host backend reads them in place), fresh output buffers */
-    if (!on_device)
-        for (int i = 0; i < g->num_inputs; i++)
-            if (!g->values[g->inputs[i]].value_needed) p->values[g->inputs[i]].data = bound[i]->data;
+    if (!on_device) CINFER_TRY(bind_host_inputs(session, p, bound));
     for (size_t k = 0; k < num_outputs; k++) memset(&outputs[k], 0, sizeof outputs[k]);
     if (g->num_outputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model outputs");
     cinfer_status st = CINFER_OK;

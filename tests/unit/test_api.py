@@ -35,6 +35,17 @@ def test_runs_and_matches_numpy(lib):
     np.testing.assert_allclose(s.run([x])[0], y)
 
 
+def test_misaligned_input_data(lib):
+    """Inputs need not be aligned to their element size (a binary tensor right after a JSON header is not)."""
+    s = Session(lib, add_relu_model().SerializeToString())
+    x = np.random.randn(3, 4).astype(np.float32)
+    raw = bytearray(1 + x.nbytes)
+    raw[1:] = x.tobytes()
+    shifted = np.frombuffer(raw, dtype=np.float32, offset=1).reshape(3, 4)
+    assert shifted.ctypes.data % 4 != 0
+    np.testing.assert_array_equal(s.run({"x": shifted})[0], s.run({"x": x})[0])
+
+
 @pytest.mark.parametrize("cut", [1, 10, 0.5])
 def test_truncated_model_is_refused(lib, cut):
     data = add_relu_model().SerializeToString()
