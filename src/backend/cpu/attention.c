@@ -10,6 +10,7 @@
 
 #include "backend/cpu/attention_family.h"
 #include "core/status.h"
+#include "graph/shape/attention_params.h"
 
 /* Elementwise loops shorter than this stay on one thread. */
 #define ATTN_PAR_MIN 32768
@@ -40,30 +41,12 @@ static cinfer_status run_rotary(const graph_node *n, const tensor *in, int num_i
     const tensor *x = &in[0];
     cinfer_dtype t = x->dtype;
     if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
-    bool rank4 = x->ndim == 4;
-    int64_t batch = x->dims[0], heads, seq, head;
-    if (rank4) {
-        heads = x->dims[1];
-        seq = x->dims[2];
-        head = x->dims[3];
-    } else {
-        heads = graph_attr_int(n, "num_heads", 1);
-        seq = x->dims[1];
-        head = x->dims[2] / heads;
-    }
-    int64_t rot = graph_attr_int(n, "rotary_embedding_dim", 0);
-    if (rot == 0) rot = head;
-    int64_t half = rot / 2;
-    bool interleaved = graph_attr_int(n, "interleaved", 0) != 0;
+    attention_rotary a;
+    CINFER_TRY(attention_compute_rotary(n, in, num_in, &a));
+    const bool rank4 = a.rank4, interleaved = a.interleaved;
+    const int64_t batch = a.batch, heads = a.heads, seq = a.seq, head = a.head, half = a.rot / 2;
     const int64_t *pos = num_in > 3 && in[3].dtype != CINFER_DTYPE_UNDEFINED ? in[3].data : NULL;
-    if (pos) {
-        int64_t max_pos = in[1].dims[0];
-        for (int64_t i = 0; i < batch * seq; i++)
-            if (pos[i] < 0 || pos[i] >= max_pos)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "RotaryEmbedding node '%s': position_ids[%lld] is %lld, "
-                                  "expected 0 <= id < %lld (cos_cache rows)", n->name, (long long)i,
-                                  (long long)pos[i], (long long)max_pos);
-    }
+    CINFER_TRY(attention_check_positions(n, pos, batch * seq, a.max_positions));
     rnd_mode r = rnd_for(t);
     int64_t rows = batch * seq * heads;
 #pragma omp parallel for num_threads(cpu_num_threads()) if (rows * head > ATTN_PAR_MIN)

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/attention_family.h"
 #include "core/status.h"
+#include "graph/shape/attention_params.h"
 
 /* ---- LinearAttention ---- */
 
@@ -18,13 +19,13 @@ cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, in
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     cinfer_dtype t = q->dtype;
     if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
-    const int64_t qh = graph_attr_int(n, "q_num_heads", 1), kvh = graph_attr_int(n, "kv_num_heads", 1);
-    const int64_t B = q->dims[0], T = q->dims[1], dk = q->dims[2] / qh, dv = v->dims[2] / kvh, group = qh / kvh;
+    attention_linear a;
+    CINFER_TRY(attention_compute_linear(n, in, num_in, &a));
+    const int64_t qh = a.qh, kvh = a.kvh, B = a.batch, T = a.seq, dk = a.dk, dv = a.dv, group = qh / kvh;
     const tensor *past = attn_present(in, num_in, 3) ? &in[3] : NULL;
     const tensor *decay = attn_present(in, num_in, 4) ? &in[4] : NULL;
     const tensor *beta = attn_present(in, num_in, 5) ? &in[5] : NULL;
-    float scale = graph_attr_float(n, "scale", 0.0f);
-    if (scale == 0.0f) scale = (float)(1.0 / sqrt((double)dk));
+    const float scale = a.scale;
     const int64_t dec_w = decay ? decay->dims[2] : 0, beta_w = beta ? beta->dims[2] : 0;
     tensor *state_out = num_out > 1 && out[1].data ? &out[1] : NULL;
 
@@ -97,11 +98,12 @@ cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *
     const tensor *x = &in[0], *w = &in[1];
     cinfer_dtype t = x->dtype;
     if (!is_attn_float(t)) return cpu_unsupported_dtype(n, t);
-    const int64_t B = x->dims[0], C = x->dims[1], L = x->dims[2], K = w->dims[2], P = K - 1;
+    attention_causal_conv cc;
+    CINFER_TRY(attention_compute_causal_conv(n, in, num_in, &cc));
+    const int64_t B = cc.batch, C = cc.channels, L = cc.len, K = cc.k, P = K - 1;
     const tensor *bias = attn_present(in, num_in, 2) ? &in[2] : NULL;
     const tensor *past = attn_present(in, num_in, 3) ? &in[3] : NULL;
-    const char *act = graph_attr_string(n, "activation", "none");
-    bool silu = strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0;
+    const bool silu = cc.silu;
     rnd_mode r16 = t == CINFER_DTYPE_FLOAT16 ? RND_F16 : RND_NONE, r = rnd_for(t);
     tensor *state = num_out > 1 && out[1].data ? &out[1] : NULL;
 

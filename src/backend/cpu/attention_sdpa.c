@@ -19,6 +19,7 @@
 #include "backend/cpu/attention_family.h"
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
+#include "graph/shape/attention_params.h"
 
 /* Query rows per task: bounds the per-thread score block to QBLK x kv_len floats. */
 #define QBLK 64
@@ -350,63 +351,33 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
     if (v->dtype != CINFER_DTYPE_FLOAT && v->dtype != CINFER_DTYPE_FLOAT16 && v->dtype != CINFER_DTYPE_BFLOAT16)
         return cpu_unsupported_dtype(n, v->dtype);
 
-    attn_plan p;
-    memset(&p, 0, sizeof p);
-    p.rank3 = q->ndim == 3;
-    p.batch = q->dims[0];
-    if (p.rank3) {
-        p.qh = graph_attr_int(n, "q_num_heads", 1);
-        p.kvh = graph_attr_int(n, "kv_num_heads", 1);
-        p.sq = q->dims[1];
-        p.skv = k->dims[1];
-        p.hd = q->dims[2] / p.qh;
-        p.hdv = v->dims[2] / p.kvh;
-        p.ldq = q->dims[2];
-        p.ldk = k->dims[2];
-        p.ldv = v->dims[2];
-        p.ldy = p.qh * p.hdv;
-    } else {
-        p.qh = q->dims[1];
-        p.kvh = k->dims[1];
-        p.sq = q->dims[2];
-        p.skv = k->dims[2];
-        p.hd = q->dims[3];
-        p.hdv = v->dims[3];
-        p.ldq = p.hd;
-        p.ldk = p.hd;
-        p.ldv = p.hdv;
-        p.ldy = p.hdv;
-    }
-    p.has_past = attn_present(in, num_in, 4) && attn_present(in, num_in, 5);
-    p.past = p.has_past ? in[4].dims[2] : 0;
+    attention_sdpa a;
+    CINFER_TRY(attention_compute_sdpa(n, in, num_in, &a));
+    attn_plan p = {.rank3 = a.rank3, .batch = a.batch, .qh = a.qh, .kvh = a.kvh, .sq = a.sq, .skv = a.skv,
+                   .hd = a.hd, .hdv = a.hdv, .mode = a.mode, .causal = a.causal, .left = a.left, .right = a.right,
+                   .window = a.window};
+    /* row strides: 3-D inputs interleave the heads */
+    p.ldq = p.rank3 ? q->dims[2] : p.hd;
+    p.ldk = p.rank3 ? k->dims[2] : p.hd;
+    p.ldv = p.rank3 ? v->dims[2] : p.hdv;
+    p.ldy = p.rank3 ? p.qh * p.hdv : p.hdv;
+    p.has_past = attn_present(in, num_in, 4) && attn_present(in, num_in, 5); /* with data */
+    p.past = p.has_past ? a.past : 0;
     p.total = p.past + p.skv;
-    if (p.kvh <= 0 || p.qh % p.kvh != 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Attention node '%s': %lld query heads are not a multiple of "
-                          "%lld key/value heads", n->name, (long long)p.qh, (long long)p.kvh);
     int64_t big = p.total > p.sq ? p.total : p.sq;
     if (big > INT_MAX / 2 || p.ldq > INT_MAX || p.ldk > INT_MAX || p.ldv > INT_MAX || p.ldy > INT_MAX)
         return core_error(CINFER_ERR_UNSUPPORTED, "Attention node '%s': dims exceed the BLAS int range", n->name);
 
-    float softcap = graph_attr_float(n, "softcap", 0.0f);
+    const float softcap = a.softcap;
     p.rt = rnd_for(qt);
     /* bfloat16 divided by a Python float promotes to float32 in ml_dtypes: with a softcap the reference
      * runs the rest in float32 and casts the probabilities back */
     p.rb = qt == CINFER_DTYPE_BFLOAT16 && softcap > 0 ? RND_NONE : p.rt;
-    p.rs = p.rb;
-    if (graph_node_attr(n, "softmax_precision")) {
-        int64_t sp = graph_attr_int(n, "softmax_precision", CINFER_DTYPE_FLOAT);
-        p.rs = rnd_for((cinfer_dtype)sp);
-    }
-    p.mode = (int)graph_attr_int(n, "qk_matmul_output_mode", 0);
-    p.causal = graph_attr_int(n, "is_causal", 0) != 0;
-    p.left = n->opset >= 25 ? graph_attr_int(n, "left_window_size", -1) : -1;
-    p.right = n->opset >= 25 ? graph_attr_int(n, "right_window_size", -1) : -1;
-    p.window = p.left >= 0 || p.right >= 0;
+    p.rs = a.has_softmax_precision ? rnd_for(a.softmax_precision) : p.rb;
     p.nonpad = attn_present(in, num_in, 6) && !p.has_past ? in[6].data : NULL;
     p.softcap = softcap > 0 ? rnd(p.rb, softcap) : 0.0f;
     /* the reference multiplies Q and K each by sqrt(scale), cast to the input type */
-    double scale = graph_node_attr(n, "scale") ? (double)graph_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)p.hd);
-    float sf = rnd(p.rt, (float)sqrt(scale));
+    float sf = rnd(p.rt, (float)sqrt(a.scale));
 
     p.y = out[0].data;
     p.yt = out[0].dtype;

@@ -16,8 +16,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
-
-enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
+#include "graph/shape/conv_params.h"
 
 /* Work (elements touched) below which a kernel stays on the calling thread: a fork/join with a worker
  * that has to wake up (or is preempted on a busy machine) costs more than such small loops save. */
@@ -27,12 +26,6 @@ enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
 #ifndef CONV_BLOCK_FLOATS
 #define CONV_BLOCK_FLOATS ((int64_t)1 << 18)
 #endif
-
-/* Window geometry in 3-D form. */
-typedef struct geom {
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-    int64_t in_size, out_size, k_size;
-} geom;
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
@@ -46,89 +39,6 @@ static void valid_range(int64_t count, int64_t s, int64_t off, int64_t limit, in
     if (h < l) h = l;
     *lo = l;
     *hi = h;
-}
-
-static cinfer_status read_attr_ints(const graph_node *n, const char *name, int want, int off, int64_t min,
-                                    int64_t *dst) {
-    size_t cnt = 0;
-    const int64_t *v = graph_attr_ints(n, name, &cnt);
-    if (!v) return CINFER_OK;
-    if ((int)cnt != want)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute %s has %zu values, expected %d",
-                          n->op_type, n->name, name, cnt, want);
-    for (int i = 0; i < want; i++) {
-        if (v[i] < min)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute %s[%d] is %lld, expected >= %lld",
-                              n->op_type, n->name, name, i, (long long)v[i], (long long)min);
-        dst[off + i] = v[i];
-    }
-    return CINFER_OK;
-}
-
-static int read_auto_pad(const graph_node *n) {
-    const char *ap = graph_attr_string(n, "auto_pad", "NOTSET");
-    if (strcmp(ap, "SAME_UPPER") == 0) return PAD_SAME_UPPER;
-    if (strcmp(ap, "SAME_LOWER") == 0) return PAD_SAME_LOWER;
-    if (strcmp(ap, "VALID") == 0) return PAD_VALID;
-    return PAD_NOTSET;
-}
-
-/* Reads the window of node n for input x and (already shaped) output y. The kernel size comes from the
- * weights w when given, else from kernel_shape. `transpose` selects ConvTranspose's SAME padding rule. */
-static cinfer_status geom_read(const graph_node *n, const tensor *x, const tensor *y, const tensor *w,
-                               bool use_dilation, bool transpose, geom *g) {
-    int nsp = x->ndim - 2;
-    if (nsp < 1 || nsp > 3 || y->ndim != x->ndim || (w && w->ndim != x->ndim))
-        return core_error(CINFER_ERR_UNSUPPORTED,
-                          "%s node '%s': the CPU kernel handles 1-3 spatial dims, got X rank %d (W, Y must match)",
-                          n->op_type, n->name, x->ndim);
-    int off = 3 - nsp;
-    for (int i = 0; i < 3; i++) {
-        g->in[i] = g->out[i] = g->k[i] = g->s[i] = g->d[i] = 1;
-        g->pb[i] = g->pe[i] = 0;
-    }
-    for (int i = 0; i < nsp; i++) {
-        g->in[off + i] = x->dims[2 + i];
-        g->out[off + i] = y->dims[2 + i];
-        if (w) g->k[off + i] = w->dims[2 + i];
-    }
-    if (!w) {
-        size_t cnt = 0;
-        if (!graph_attr_ints(n, "kernel_shape", &cnt))
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute kernel_shape is required",
-                              n->op_type, n->name);
-        CINFER_TRY(read_attr_ints(n, "kernel_shape", nsp, off, 1, g->k));
-    }
-    CINFER_TRY(read_attr_ints(n, "strides", nsp, off, 1, g->s));
-    if (use_dilation) CINFER_TRY(read_attr_ints(n, "dilations", nsp, off, 1, g->d));
-    int64_t pads[6] = {0, 0, 0, 0, 0, 0};
-    CINFER_TRY(read_attr_ints(n, "pads", 2 * nsp, 0, 0, pads));
-    int64_t opad[3] = {0, 0, 0};
-    if (transpose) CINFER_TRY(read_attr_ints(n, "output_padding", nsp, off, 0, opad));
-    int ap = read_auto_pad(n);
-    for (int i = 0; i < nsp; i++) {
-        int j = off + i;
-        int64_t dk = (g->k[j] - 1) * g->d[j] + 1;
-        if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
-            int64_t total;
-            if (transpose) {
-                total = g->s[j] * (g->in[j] - 1) + opad[j] + dk - g->out[j];
-                g->pb[j] = ap == PAD_SAME_UPPER ? floor_div(total, 2) : total - floor_div(total, 2);
-            } else {
-                total = (g->out[j] - 1) * g->s[j] + dk - g->in[j];
-                if (total < 0) total = 0;
-                g->pb[j] = ap == PAD_SAME_UPPER ? total / 2 : total - total / 2;
-            }
-            g->pe[j] = total - g->pb[j];
-        } else if (ap == PAD_NOTSET) {
-            g->pb[j] = pads[i];
-            g->pe[j] = pads[nsp + i];
-        }
-    }
-    g->in_size = g->in[0] * g->in[1] * g->in[2];
-    g->out_size = g->out[0] * g->out[1] * g->out[2];
-    g->k_size = g->k[0] * g->k[1] * g->k[2];
-    return CINFER_OK;
 }
 
 static cinfer_status out_of_memory(const graph_node *n) {
@@ -302,7 +212,7 @@ static void fill_bias(float *y, int64_t planes, int64_t m, int64_t size, const f
 
 /* col[(c, kd, kh, kw), q*W + ow] = x[c, od*s - p + kd*d, oh*s - p + kh*d, ow*s - p + kw*d] (0 in the
  * padding) for the output rows q = od*H + oh in [q0, q1); a row of col holds (q1 - q0) * W values. */
-static void im2col(const float *x, int64_t channels, const geom *g, const int64_t *ranges, int64_t q0, int64_t q1,
+static void im2col(const float *x, int64_t channels, const conv_geom *g, const int64_t *ranges, int64_t q0, int64_t q1,
                    float *col, int threads) {
     const int64_t w = g->out[2], ldc = (q1 - q0) * w, out1 = g->out[1], k1 = g->k[1], k2 = g->k[2];
     const int64_t heads = channels * g->k[0] * k1; /* (c, kd, kh): each owns k2 consecutive rows of col */
@@ -382,7 +292,7 @@ static void im2col(const float *x, int64_t channels, const geom *g, const int64_
         yrow[ow] += w0 * r0[o] + w1 * r0[o + 1] + w2 * r0[o + 2] + w3 * r1[o] + w4 * r1[o + 1] +          \
                     w5 * r1[o + 2] + w6 * r2[o] + w7 * r2[o + 1] + w8 * r2[o + 2];                         \
     }
-static bool depthwise_row_3x3(const float *xc, const float *wm, float *yrow, const geom *g, int64_t oh,
+static bool depthwise_row_3x3(const float *xc, const float *wm, float *yrow, const conv_geom *g, int64_t oh,
                               const int64_t *kw_lo, const int64_t *kw_hi, const float *zrow) {
     const int64_t s2 = g->s[2], pb2 = g->pb[2], in2 = g->in[2], out2 = g->out[2];
     if (g->k[0] != 1 || g->k[1] != 3 || g->k[2] != 3 || g->d[1] != 1 || g->d[2] != 1 || (s2 != 1 && s2 != 2))
@@ -422,8 +332,8 @@ static bool depthwise_row_3x3(const float *xc, const float *wm, float *yrow, con
  * stays in L1 from its bias through every tap to the fused Relu. kw_lo/kw_hi: per tap of the last dim, the
  * outputs whose input lies inside the row. */
 static void conv_depthwise(const float *x, const float *w, const float *bias, float *y, int64_t batch, int64_t c_in,
-                           int64_t m_out, const geom *g, const int64_t *kw_lo, const int64_t *kw_hi, const float *zrow,
-                           bool relu, int threads) {
+                           int64_t m_out, const conv_geom *g, const int64_t *kw_lo, const int64_t *kw_hi,
+                           const float *zrow, bool relu, int threads) {
     const int64_t per_group = m_out / c_in;
 #pragma omp parallel for num_threads(threads) schedule(static) \
     if (batch * m_out * g->out_size * g->k_size >= PAR_MIN_WORK)
@@ -487,14 +397,10 @@ static cinfer_status conv_impl(const graph_node *n, const tensor *in, int num_in
     tensor *y = &out[0];
     if (w->dtype != CINFER_DTYPE_FLOAT || (b && b->dtype != CINFER_DTYPE_FLOAT))
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W and B must share one dtype", n->name);
-    geom g;
-    CINFER_TRY(geom_read(n, x, y, w, true, false, &g));
-    int64_t group = graph_attr_int(n, "group", 1);
+    conv_geom g;
+    int64_t group;
+    CINFER_TRY(conv_compute_conv(n, x, w, b, y, "CPU", &g, &group));
     int64_t batch = x->dims[0], c = x->dims[1], m = y->dims[1];
-    if (group < 1 || c % group || m % group || w->dims[0] != m || w->dims[1] * group != c || batch != y->dims[0] ||
-        (b && tensor_numel(b) != m))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B shapes do not fit group %lld", n->name,
-                          (long long)group);
     int64_t cg = c / group, mg = m / group, kdim = cg * g.k_size;
     if (mg > INT32_MAX || g.out_size > INT32_MAX || kdim >= INT32_MAX)
         return core_error(CINFER_ERR_UNSUPPORTED, "Conv node '%s': dims exceed the BLAS int range", n->name);
@@ -608,7 +514,7 @@ static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in,
 /* ---- ConvTranspose ---- */
 
 /* y[m, i*s - p + k*d] += col[(m, k), i] for one group of output channels. */
-static void col2im(const float *col, int64_t channels, const geom *g, float *y, int threads) {
+static void col2im(const float *col, int64_t channels, const conv_geom *g, float *y, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static) \
     if (channels * g->k_size * g->in_size >= PAR_MIN_WORK)
     for (int64_t mc = 0; mc < channels; mc++) {
@@ -643,14 +549,10 @@ static cinfer_status conv_transpose_impl(const graph_node *n, const tensor *in, 
     if (w->dtype != CINFER_DTYPE_FLOAT || (b && b->dtype != CINFER_DTYPE_FLOAT))
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "ConvTranspose node '%s': X, W and B must share one dtype",
                           n->name);
-    geom g;
-    CINFER_TRY(geom_read(n, x, y, w, true, true, &g));
-    int64_t group = graph_attr_int(n, "group", 1);
+    conv_geom g;
+    int64_t group;
+    CINFER_TRY(conv_compute_conv(n, x, w, b, y, "CPU", &g, &group));
     int64_t batch = x->dims[0], c = x->dims[1], m = y->dims[1];
-    if (group < 1 || c % group || m % group || w->dims[0] != c || w->dims[1] * group != m || batch != y->dims[0] ||
-        (b && tensor_numel(b) != m))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "ConvTranspose node '%s': X, W, B shapes do not fit group %lld",
-                          n->name, (long long)group);
     int64_t cg = c / group, mg = m / group, rows = mg * g.k_size;
     if (rows > INT32_MAX || g.in_size > INT32_MAX || cg > INT32_MAX)
         return core_error(CINFER_ERR_UNSUPPORTED, "ConvTranspose node '%s': dims exceed the BLAS int range", n->name);
@@ -769,12 +671,12 @@ typedef struct pool_taps {
     int64_t *kw_lo, *kw_hi;
 } pool_taps;
 
-static size_t pool_taps_bytes(const geom *g) {
+static size_t pool_taps_bytes(const conv_geom *g) {
     return (size_t)(3 * (g->out[0] + g->out[1] + g->out[2]) + 2 * g->k[2]) * sizeof(int64_t);
 }
 
 /* buf: pool_taps_bytes(g) of scratch */
-static void pool_taps_init(pool_taps *t, const geom *g, int64_t *buf) {
+static void pool_taps_init(pool_taps *t, const conv_geom *g, int64_t *buf) {
     int64_t *p = buf;
     for (int i = 0; i < 3; i++) {
         t->first[i] = p;
@@ -814,7 +716,7 @@ static void pool_taps_init(pool_taps *t, const geom *g, int64_t *buf) {
 
 /* The common 2-D pools (2x2 or 3x3 windows, stride 1 or 2, no dilation along the row). Returns false
  * when the window does not fit, and the caller takes the general path. */
-static bool pool_row_fast(const float *xc, float *yrow, const geom *g, const pool_taps *t, int64_t od, int64_t oh,
+static bool pool_row_fast(const float *xc, float *yrow, const conv_geom *g, const pool_taps *t, int64_t od, int64_t oh,
                           int kind, bool include_pad, const float *zrow) {
     const int64_t k2 = g->k[2], s2 = g->s[2], pb2 = g->pb[2], out2 = g->out[2], in2 = g->in[2];
     const int64_t n0 = t->valid[0][od], n1 = t->valid[1][oh];
@@ -870,7 +772,7 @@ static bool pool_row_fast(const float *xc, float *yrow, const geom *g, const poo
 
 /* One output row: every valid input row of the window folds into yrow, tap column by tap column, so
  * the inner loops run over contiguous outputs (vectorisable for strides 1 and 2). */
-static void pool_row(const float *xc, float *yrow, const geom *g, const pool_taps *t, int64_t od, int64_t oh,
+static void pool_row(const float *xc, float *yrow, const conv_geom *g, const pool_taps *t, int64_t od, int64_t oh,
                      int kind, bool include_pad, int64_t p) {
     const int64_t out2 = g->out[2], in1 = g->in[1], in2 = g->in[2], s2 = g->s[2], d2 = g->d[2], pb2 = g->pb[2];
     const int64_t n0 = t->valid[0][od], n1 = t->valid[1][oh], f0 = t->first[0][od], f1 = t->first[1][oh];
@@ -925,7 +827,7 @@ static void pool_row(const float *xc, float *yrow, const geom *g, const pool_tap
 
 /* MaxPool with the Indices output: flat index into X (row-major, or column-major over the spatial
  * dims when storage_order is 1), first maximum wins. */
-static void maxpool_plane_indices(const float *xc, float *yc, int64_t *ic, int64_t base, const geom *g,
+static void maxpool_plane_indices(const float *xc, float *yc, int64_t *ic, int64_t base, const conv_geom *g,
                                   const pool_taps *t, bool col_major) {
     for (int64_t od = 0; od < g->out[0]; od++)
         for (int64_t oh = 0; oh < g->out[1]; oh++)
@@ -958,19 +860,12 @@ static cinfer_status pool_impl(const graph_node *n, const tensor *in, int num_in
     (void)num_in;
     const tensor *x = &in[0];
     tensor *y = &out[0];
-    bool dil = kind == POOL_MAX || (kind == POOL_AVG && n->opset >= 19) || (kind == POOL_LP && n->opset >= 18);
-    geom g;
-    CINFER_TRY(geom_read(n, x, y, NULL, dil, false, &g));
-    if (x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output batch/channels differ from the input",
-                          n->op_type, n->name);
+    conv_geom g;
+    conv_pool pool;
+    CINFER_TRY(conv_compute_pool(n, in, out, num_out, "CPU", &g, &pool));
     int64_t *idx = num_out > 1 && out[1].data ? out[1].data : NULL;
-    if (idx && (out[1].dtype != CINFER_DTYPE_INT64 || tensor_numel(&out[1]) != tensor_numel(y)))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxPool node '%s': Indices must be int64 shaped like Y",
-                          n->name);
-    bool col_major = graph_attr_int(n, "storage_order", 0) == 1;
-    bool include_pad = graph_attr_int(n, "count_include_pad", 0) != 0;
-    int64_t p = graph_attr_int(n, "p", 2);
+    const bool col_major = pool.col_major, include_pad = pool.include_pad;
+    const int64_t p = pool.p;
     int64_t planes = x->dims[0] * x->dims[1];
     if (planes * g.out_size == 0) return CINFER_OK;
     /* the tap tables, and for AveragePool a zero row that stands in for missing rows */
@@ -1014,8 +909,6 @@ static cinfer_status avgpool_impl(const graph_node *n, const tensor *in, int num
 }
 static cinfer_status lppool_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
                                  scratch *sc) {
-    if (graph_attr_int(n, "p", 2) < 1)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LpPool node '%s': p must be >= 1", n->name);
     return pool_impl(n, in, num_in, out, num_out, POOL_LP, sc);
 }
 static cinfer_status run_maxpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
@@ -1069,16 +962,10 @@ static double plane_sum(const float *x, int64_t size, bool squares) {
 
 static cinfer_status global_pool_impl(const graph_node *n, const tensor *in, int kind, tensor *out, scratch *sc) {
     const tensor *x = &in[0];
-    if (x->ndim < 2)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': X must have rank >= 2", n->op_type, n->name);
-    int64_t planes = x->dims[0] * x->dims[1];
-    if (tensor_numel(&out[0]) != planes)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output must hold one value per (N, C)",
-                          n->op_type, n->name);
-    int64_t size = planes > 0 ? tensor_numel(x) / planes : 0;
-    double p = (double)graph_attr_int(n, "p", 2);
-    if (kind == POOL_LP && p < 1)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "GlobalLpPool node '%s': p must be >= 1", n->name);
+    int64_t planes, size;
+    conv_pool pool;
+    CINFER_TRY(conv_compute_global_pool(n, x, &out[0], &planes, &size, &pool));
+    const double p = (double)pool.p;
     if (scratch_measuring(sc)) return CINFER_OK;
     const float *xp = x->data;
     float *yp = out[0].data;

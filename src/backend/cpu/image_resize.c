@@ -46,13 +46,6 @@ static double source_coord(const image_resize *p, int a, int64_t y, int64_t in_l
 
 /* Taps per output position: 2 (nearest picks one of them), 2 (linear), 4 (cubic); antialiased filters
  * widen by 1/scale when downsampling. */
-static int tap_count(const image_resize *p, double scale) {
-    double s = scale < 1 ? scale : 1;
-    if (p->antialias && p->mode == RESIZE_LINEAR) return 2 - 2 * (int)(floor(-1 / s) + 1);
-    if (p->antialias && p->mode == RESIZE_CUBIC) return 2 - 2 * (int)(floor(-2 / s) + 1);
-    return p->mode == RESIZE_CUBIC ? 4 : 2;
-}
-
 static double cubic_weight(double x, double A) {
     x = fabs(x);
     if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
@@ -105,7 +98,7 @@ static void tap_weights(const image_resize *p, double ratio, double scale, int n
 
 /* Fills the tap table of one axis. For nearest only the chosen index is kept (n becomes 1). */
 static void build_taps(const image_resize *p, int a, axis_taps *t) {
-    int n = tap_count(p, p->scale[a]);
+    int n = image_resize_tap_count(p, p->scale[a]);
     double w[4096];
     for (int64_t y = 0; y < t->out_len; y++) {
         bool outside = false;
@@ -151,16 +144,6 @@ static void build_taps(const image_resize *p, int a, axis_taps *t) {
 }
 
 /* ---------------------------------------------------------------- element conversion */
-
-static bool dtype_interpolable(cinfer_dtype t) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: case CINFER_DTYPE_DOUBLE: case CINFER_DTYPE_FLOAT16: case CINFER_DTYPE_BFLOAT16:
-    case CINFER_DTYPE_INT8: case CINFER_DTYPE_UINT8: case CINFER_DTYPE_INT16: case CINFER_DTYPE_UINT16:
-    case CINFER_DTYPE_INT32: case CINFER_DTYPE_UINT32: case CINFER_DTYPE_INT64: case CINFER_DTYPE_UINT64:
-        return true;
-    default: return false;
-    }
-}
 
 /* Integers through double lose nothing below 2^53; everything else works in float. */
 static bool work_in_double(cinfer_dtype t) {
@@ -402,7 +385,7 @@ cinfer_status cpu_run_resize(const graph_node *n, const tensor *in, int num_in, 
     size_t es = cinfer_dtype_size(x->dtype);
     if (es == 0) return cpu_unsupported_dtype(n, x->dtype);
     bool nearest = p.mode == RESIZE_NEAREST;
-    if (!nearest && !dtype_interpolable(x->dtype)) return cpu_unsupported_dtype(n, x->dtype);
+    if (!nearest && !image_resize_interpolable(x->dtype)) return cpu_unsupported_dtype(n, x->dtype);
 
     /* scratch: tap tables of every axis (nearest: all axes, identity ones included), then two work buffers */
     bool dbl = work_in_double(x->dtype);
@@ -412,25 +395,15 @@ cinfer_status cpu_run_resize(const graph_node *n, const tensor *in, int num_in, 
     for (int d = 0; d < r; d++) {
         ntaps[d] = 0;
         if (!p.resized[d] && !nearest) continue;
-        ntaps[d] = nearest ? 1 : tap_count(&p, p.scale[d]);
+        ntaps[d] = nearest ? 1 : image_resize_tap_count(&p, p.scale[d]);
         if (!nearest && ntaps[d] > 4096)
             return core_error(CINFER_ERR_UNSUPPORTED, "Resize node '%s': the antialias filter of axis %d needs %d taps",
                               n->name, d, ntaps[d]);
         size_t cnt = (size_t)y->dims[d] * (size_t)(nearest ? 2 : ntaps[d]);
         table_bytes += align64(cnt * sizeof(int64_t)) + align64(cnt * sizeof(float)) + align64((size_t)y->dims[d]);
     }
-    /* pass order: shrinking axes first, then the innermost first, so the gather-like innermost pass
-     * runs on the smaller data and the row-combining passes on the larger */
-    int order[CINFER_MAX_DIMS], passes = 0;
-    for (int d = r - 1; d >= 0; d--) {
-        if (nearest || !p.resized[d]) continue;
-        int k = passes++;
-        while (k > 0 && p.scale[order[k - 1]] > p.scale[d]) {
-            order[k] = order[k - 1];
-            k--;
-        }
-        order[k] = d;
-    }
+    /* pass order (image_resize_pass_order): shrinking axes first, then the innermost first */
+    int order[CINFER_MAX_DIMS], passes = image_resize_pass_order(&p, order);
     int64_t cur[CINFER_MAX_DIMS], buf_elems = 0;
     for (int d = 0; d < r; d++) cur[d] = x->dims[d];
     bool convert_in = (x->dtype != (dbl ? CINFER_DTYPE_DOUBLE : CINFER_DTYPE_FLOAT));

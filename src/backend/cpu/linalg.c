@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
+#include "graph/shape/linalg_params.h"
 
 /* ---- float staging for float16 / bfloat16 ---- */
 
@@ -156,42 +157,18 @@ static cinfer_status run_matmul(const graph_node *n, const tensor *in, int num_i
     if (cpu_is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_matmul);
     matmul_fn mm = matmul_for(a->dtype);
     if (!mm) return cpu_unsupported_dtype(n, a->dtype);
-    if (a->ndim < 1 || b->ndim < 1 || b->dtype != a->dtype)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT,
-                          "MatMul node '%s': operands must be tensors of rank >= 1 and one dtype", n->name);
+    linalg_matmul p; /* dims and broadcast batch geometry */
+    CINFER_TRY(linalg_compute_matmul(n, in, &p));
     size_t es = cinfer_dtype_size(a->dtype);
-    int64_t m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2], k = a->dims[a->ndim - 1];
-    int64_t nn = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
-    int64_t kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
-    if (kb != k)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MatMul node '%s': inner dimensions differ (%lld vs %lld)",
-                          n->name, (long long)k, (long long)kb);
+    const int64_t m = p.m, k = p.k, nn = p.n, batch = p.batch;
     int64_t total = tensor_numel(y);
     if (total == 0) return CINFER_OK;
     if (k == 0) {
         memset(y->data, 0, (size_t)total * es);
         return CINFER_OK;
     }
-    int ra = a->ndim > 2 ? a->ndim - 2 : 0, rb = b->ndim > 2 ? b->ndim - 2 : 0;
-    int nb = ra > rb ? ra : rb;
-    int64_t bdims[CINFER_MAX_DIMS], sa[CINFER_MAX_DIMS], sb[CINFER_MAX_DIMS], batch = 1;
-    /* batch strides in whole matrices; 0 where an operand broadcasts */
-    int64_t acc_a = 1, acc_b = 1;
-    for (int d = nb - 1; d >= 0; d--) {
-        int ia = d - (nb - ra), ib = d - (nb - rb);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        if (da != db && da != 1 && db != 1)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT,
-                              "MatMul node '%s': batch dims %lld and %lld do not broadcast", n->name, (long long)da,
-                              (long long)db);
-        bdims[d] = da > db ? da : db;
-        if (da == 0 || db == 0) bdims[d] = 0;
-        sa[d] = da == 1 ? 0 : acc_a;
-        sb[d] = db == 1 ? 0 : acc_b;
-        acc_a *= da;
-        acc_b *= db;
-        batch *= bdims[d];
-    }
+    const int nb = p.nb, rb = p.b_batch_rank;
+    const int64_t *bdims = p.batch_dims, *sa = p.stride_a, *sb = p.stride_b;
     const char *ap = a->data, *bp = b->data;
     char *yp = y->data;
     /* B without batch dims: the batches of A stack into one tall product */
@@ -268,15 +245,11 @@ static cinfer_status run_gemm(const graph_node *n, const tensor *in, int num_in,
     const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
     if (cpu_is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
-    if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': A and B must be 2-D", n->name);
-    bool ta = graph_attr_int(n, "transA", 0) != 0, tb = graph_attr_int(n, "transB", 0) != 0;
-    float alpha = graph_attr_float(n, "alpha", 1.0f), beta = graph_attr_float(n, "beta", 1.0f);
-    int64_t m = y->dims[0], nn = y->dims[1], k = ta ? a->dims[0] : a->dims[1];
-    if ((ta ? a->dims[1] : a->dims[0]) != m || (tb ? b->dims[0] : b->dims[1]) != nn ||
-        (tb ? b->dims[1] : b->dims[0]) != k)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': operand shapes do not match the output",
-                          n->name);
+    linalg_gemm p;
+    CINFER_TRY(linalg_compute_gemm(n, in, num_in, &p));
+    const bool ta = p.trans_a, tb = p.trans_b;
+    const float alpha = p.alpha, beta = p.beta;
+    const int64_t m = p.m, nn = p.n, k = p.k; /* Y is [m, nn] (the schema's shape) */
     CINFER_TRY(check_blas_dims(n, m, nn, k));
     size_t es = cinfer_dtype_size(a->dtype);
     if (m * nn == 0) return CINFER_OK;

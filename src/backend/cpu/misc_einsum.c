@@ -15,19 +15,6 @@
 
 cinfer_status cpu_run_einsum(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
-/* Per operand and label, the element stride that label advances (summed over repeated labels: a
- * diagonal; 0 where a size-1 dim broadcasts). */
-static void label_strides(const misc_einsum *e, const tensor *t, int k, int64_t *ls) {
-    int64_t st[CINFER_MAX_DIMS];
-    tensor_strides(t, st);
-    for (int l = 0; l < e->num_labels; l++) ls[l] = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        int l = e->op_label[k][d];
-        if (t->dims[d] == 1 && e->label_size[l] != 1) continue;
-        ls[l] += st[d];
-    }
-}
-
 /* ---------------------------------------------------------------- generic strided loop */
 
 /* out[o] = sum over contracted labels of prod_k op_k[...]; T is the storage type, A the accumulator.
@@ -282,7 +269,7 @@ static cinfer_status run_step(const graph_node *n, const einsum_step *st, const 
     int nops = e->num_operands;
     int64_t *ls = malloc(sizeof(int64_t) * MISC_EINSUM_MAX_LABELS * (size_t)nops);
     if (!ls) return core_error(CINFER_ERR_OUT_OF_MEMORY, "Einsum node '%s': out of memory", n->name);
-    for (int k = 0; k < nops; k++) label_strides(e, &ops[k], k, ls + (size_t)k * MISC_EINSUM_MAX_LABELS);
+    for (int k = 0; k < nops; k++) misc_einsum_label_strides(e, &ops[k], k, ls + (size_t)k * MISC_EINSUM_MAX_LABELS);
     if (st->gemm) {
         run_gemm(e, ops, ls, &st->g, wt == CINFER_DTYPE_DOUBLE, y, scratch);
     } else {
@@ -396,7 +383,7 @@ static cinfer_status reduce_operand(const graph_node *n, misc_einsum *e, tensor 
         free(sub);
         return CINFER_OK;
     }
-    /* a broadcast dim stays 1 in the reduced operand: label_strides gives it stride 0 again later */
+    /* a broadcast dim stays 1 in the reduced operand: misc_einsum_label_strides gives it stride 0 again later */
     int64_t saved[MISC_EINSUM_MAX_LABELS];
     memcpy(saved, sub->label_size, sizeof saved);
     for (int d = 0; d < sub->out_ndim; d++) sub->label_size[sub->out_label[d]] = dims[d];

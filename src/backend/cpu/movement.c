@@ -9,7 +9,6 @@
 #include "graph/shape/movement_params.h"
 
 #define PAR_BYTES ((size_t)1 << 18) /* copies below this many bytes stay on one thread */
-#define VIEW_DIMS (2 * CINFER_MAX_DIMS) /* Tile views each dim as (repeat, dim) */
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -102,17 +101,11 @@ static bool wrap_index(int64_t *v, int64_t size) {
 
 /* ---------------------------------------------------------------- strided copies */
 
-/* What a copy reads: the (contiguous) output's dims and, per dim, the source stride in elements
- * (0 repeats an element: broadcasting, Tile). */
-typedef struct strided_view {
-    int ndim;
-    int64_t dims[VIEW_DIMS];
-    int64_t stride[VIEW_DIMS];
-} strided_view;
+/* What a copy reads: a movement_view (graph/shape/movement_types.h), built by movement_params.h. */
 
 /* Drops size-1 dims and merges neighbours that are contiguous in the source, so the inner loop is as
  * long as possible. Returns the element count. */
-static int64_t view_simplify(strided_view *v) {
+static int64_t view_simplify(movement_view *v) {
     int64_t total = 1;
     int m = 0;
     for (int d = 0; d < v->ndim; d++) {
@@ -152,7 +145,7 @@ static void copy_row(char *dst, const char *src, int64_t count, int64_t stride, 
 }
 
 /* Source offset (elements) of outer index o over dims [0, last). */
-static int64_t view_offset(const strided_view *v, int last, int64_t o, int64_t *idx) {
+static int64_t view_offset(const movement_view *v, int last, int64_t o, int64_t *idx) {
     int64_t off = 0;
     for (int d = last - 1; d >= 0; d--) {
         idx[d] = o % v->dims[d];
@@ -163,7 +156,7 @@ static int64_t view_offset(const strided_view *v, int last, int64_t o, int64_t *
 }
 
 /* Batched 2-D transpose in 32x32 tiles: out [.., R, C] where R is contiguous in the source and C strided. */
-static void copy_transposed_tiles(char *dst, const char *src, size_t es, const strided_view *v, int64_t total) {
+static void copy_transposed_tiles(char *dst, const char *src, size_t es, const movement_view *v, int64_t total) {
     enum { T = 32 };
     int m = v->ndim;
     int64_t R = v->dims[m - 2], C = v->dims[m - 1], cs = v->stride[m - 1];
@@ -171,7 +164,7 @@ static void copy_transposed_tiles(char *dst, const char *src, size_t es, const s
     bool par = (size_t)total * es >= PAR_BYTES && jobs > 1;
 #pragma omp parallel for num_threads(cpu_num_threads()) if (par) schedule(static)
     for (int64_t j = 0; j < jobs; j++) {
-        int64_t idx[VIEW_DIMS];
+        int64_t idx[MOVEMENT_VIEW_DIMS];
         int64_t b = j / row_tiles, r0 = (j % row_tiles) * T, r1 = r0 + T < R ? r0 + T : R;
         char *db = dst + (size_t)(b * R * C) * es;
         const char *sb = src + view_offset(v, m - 2, b, idx) * (int64_t)es;
@@ -193,7 +186,7 @@ static void copy_transposed_tiles(char *dst, const char *src, size_t es, const s
 }
 
 /* dst (contiguous, v's dims) = the elements of src that v describes. */
-static void copy_view(char *dst, const char *src, size_t es, strided_view v) {
+static void copy_view(char *dst, const char *src, size_t es, movement_view v) {
     int64_t total = view_simplify(&v);
     if (total == 0) return;
     if (v.ndim == 0) {
@@ -212,7 +205,7 @@ static void copy_view(char *dst, const char *src, size_t es, strided_view v) {
 #pragma omp parallel for num_threads(cpu_num_threads()) if (chunks > 1) schedule(static)
     for (int64_t c = 0; c < chunks; c++) {
         int64_t o0 = outer * c / chunks, o1 = outer * (c + 1) / chunks;
-        int64_t idx[VIEW_DIMS];
+        int64_t idx[MOVEMENT_VIEW_DIMS];
         int64_t off = view_offset(&v, m - 1, o0, idx);
         for (int64_t o = o0; o < o1; o++) {
             copy_row(dst + (size_t)(o * inner) * es, src + off * (int64_t)es, inner, istride, es);
@@ -226,23 +219,10 @@ static void copy_view(char *dst, const char *src, size_t es, strided_view v) {
     }
 }
 
-static void contiguous_strides(int ndim, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= dims[d];
-    }
-}
-
 /* dst = src (dims) transposed by perm. */
 static void permute_copy(char *dst, const char *src, size_t es, int ndim, const int64_t *dims, const int *perm) {
-    int64_t strides[VIEW_DIMS];
-    contiguous_strides(ndim, dims, strides);
-    strided_view v = {.ndim = ndim};
-    for (int d = 0; d < ndim; d++) {
-        v.dims[d] = dims[perm[d]];
-        v.stride[d] = strides[perm[d]];
-    }
+    movement_view v;
+    movement_view_permute(ndim, dims, perm, &v);
     copy_view(dst, src, es, v);
 }
 
@@ -259,36 +239,18 @@ static cinfer_status run_copy(const graph_node *n, const tensor *in, int num_in,
 static cinfer_status run_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
-    int r = in[0].ndim, perm[CINFER_MAX_DIMS];
-    size_t count;
-    const int64_t *p = graph_attr_ints(n, "perm", &count);
-    for (int d = 0; d < r; d++) perm[d] = p ? (int)p[d] : r - 1 - d;
-    permute_copy(out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), r, in[0].dims, perm);
+    int perm[CINFER_MAX_DIMS];
+    CINFER_TRY(movement_compute_transpose(n, &in[0], perm));
+    permute_copy(out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), in[0].ndim, in[0].dims, perm);
     return CINFER_OK;
 }
 
 static cinfer_status run_depth_space(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
-    bool to_space = strcmp(n->op_type, "DepthToSpace") == 0;
-    bool dcr = strcmp(graph_attr_string(n, "mode", "DCR"), "DCR") == 0;
-    int64_t bs = graph_attr_int(n, "blocksize", 1);
-    const int64_t *d = in[0].dims;
-    int64_t dims[6];
-    int perm[6];
-    if (to_space) { /* [N, C, H, W] seen as 6-D, then permuted into [N, C', H, bs, W, bs] */
-        int64_t c = d[1] / (bs * bs);
-        static const int p_dcr[6] = {0, 3, 4, 1, 5, 2}, p_crd[6] = {0, 1, 4, 2, 5, 3};
-        int64_t v_dcr[6] = {d[0], bs, bs, c, d[2], d[3]}, v_crd[6] = {d[0], c, bs, bs, d[2], d[3]};
-        memcpy(dims, dcr ? v_dcr : v_crd, sizeof dims);
-        memcpy(perm, dcr ? p_dcr : p_crd, sizeof perm);
-    } else { /* [N, C, H', bs, W', bs] permuted so the block offsets join the channels */
-        static const int p_dcr[6] = {0, 3, 5, 1, 2, 4}, p_crd[6] = {0, 1, 3, 5, 2, 4};
-        int64_t v[6] = {d[0], d[1], d[2] / bs, bs, d[3] / bs, bs};
-        memcpy(dims, v, sizeof dims);
-        memcpy(perm, dcr ? p_dcr : p_crd, sizeof perm);
-    }
-    permute_copy(out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), 6, dims, perm);
+    movement_depth_space p; /* X as 6-D, permuted into the output */
+    CINFER_TRY(movement_compute_depth_space(n, &in[0], &p));
+    permute_copy(out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), 6, p.view, p.perm);
     return CINFER_OK;
 }
 
@@ -332,10 +294,10 @@ static cinfer_status run_split(const graph_node *n, const tensor *in, int num_in
     if (axis < 0) axis += r;
     size_t es = cinfer_dtype_size(in[0].dtype);
     int64_t strides[CINFER_MAX_DIMS];
-    contiguous_strides(r, in[0].dims, strides);
+    tensor_strides(&in[0], strides);
     int64_t offset = 0;
     for (int k = 0; k < num_out; k++) {
-        strided_view v = {.ndim = r};
+        movement_view v = {.ndim = r};
         for (int d = 0; d < r; d++) {
             v.dims[d] = out[k].dims[d];
             v.stride[d] = strides[d];
@@ -351,17 +313,10 @@ static cinfer_status run_slice(const graph_node *n, const tensor *in, int num_in
     CINFER_TRY(check_copyable(n, &in[0]));
     movement_slice p;
     CINFER_TRY(movement_compute_slice(n, in, num_in, &p));
-    int r = in[0].ndim;
     size_t es = cinfer_dtype_size(in[0].dtype);
-    int64_t strides[CINFER_MAX_DIMS], base = 0;
-    contiguous_strides(r, in[0].dims, strides);
-    strided_view v = {.ndim = r};
-    for (int d = 0; d < r; d++) {
-        if (p.count[d] == 0) return CINFER_OK;
-        v.dims[d] = p.count[d];
-        v.stride[d] = p.count[d] > 1 ? strides[d] * p.step[d] : 0; /* a huge step over one element never multiplies */
-        base += p.start[d] * strides[d];
-    }
+    movement_view v;
+    int64_t base;
+    if (!movement_view_slice(&p, &in[0], &v, &base)) return CINFER_OK; /* empty */
     copy_view(out[0].data, (const char *)in[0].data + base * (int64_t)es, es, v);
     return CINFER_OK;
 }
@@ -414,7 +369,7 @@ static void elements_walk_init(elements_walk *w, const graph_node *n, const tens
     if (axis < 0) axis += w->r;
     w->axis = (int)axis;
     w->size = data->dims[axis];
-    contiguous_strides(w->r, data->dims, w->ds);
+    tensor_strides(data, w->ds);
 }
 
 /* Data offset for index position i (the walk's next one) into *off, then advances; an out-of-range index is
@@ -460,7 +415,7 @@ static cinfer_status run_gather_nd(const graph_node *n, const tensor *in, int nu
     int64_t batches = prod(idx->dims, 0, b), per_batch = prod(idx->dims, b, q - 1);
     int64_t slice = prod(data->dims, b + k, r), data_batch = prod(data->dims, b, r);
     int64_t ds[CINFER_MAX_DIMS];
-    contiguous_strides(r, data->dims, ds);
+    tensor_strides(data, ds);
     size_t block = (size_t)slice * es;
     const char *src = data->data;
     char *dst = out[0].data;
@@ -479,25 +434,15 @@ static cinfer_status run_gather_nd(const graph_node *n, const tensor *in, int nu
 
 /* ---------------------------------------------------------------- scatters */
 
-typedef enum reduction { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN } reduction;
-
-static reduction parse_reduction(const graph_node *n) {
-    const char *s = graph_attr_string(n, "reduction", "none");
-    if (strcmp(s, "add") == 0) return RED_ADD;
-    if (strcmp(s, "mul") == 0) return RED_MUL;
-    if (strcmp(s, "max") == 0) return RED_MAX;
-    if (strcmp(s, "min") == 0) return RED_MIN;
-    return RED_NONE;
-}
-
-static cinfer_status check_reducible(const graph_node *n, cinfer_dtype t, reduction red) {
-    if (cinfer_dtype_size(t) == 0 || (red != RED_NONE && t == CINFER_DTYPE_BOOL)) return cpu_unsupported_dtype(n, t);
+static cinfer_status check_reducible(const graph_node *n, cinfer_dtype t, movement_reduction red) {
+    if (cinfer_dtype_size(t) == 0 || (red != MOVEMENT_RED_NONE && t == CINFER_DTYPE_BOOL))
+        return cpu_unsupported_dtype(n, t);
     return CINFER_OK;
 }
 
 /* dst[i] = dst[i] (red) src[i] for count elements. Integer add/mul wrap (computed unsigned). */
-static void reduce_into(char *dst, const char *src, int64_t count, cinfer_dtype t, reduction red) {
-    if (red == RED_NONE) {
+static void reduce_into(char *dst, const char *src, int64_t count, cinfer_dtype t, movement_reduction red) {
+    if (red == MOVEMENT_RED_NONE) {
         memcpy(dst, src, (size_t)count * cinfer_dtype_size(t));
         return;
     }
@@ -507,9 +452,9 @@ static void reduce_into(char *dst, const char *src, int64_t count, cinfer_dtype 
         memcpy(&a, dst + i * (int64_t)sizeof(T), sizeof(T));                                          \
         memcpy(&b, src + i * (int64_t)sizeof(T), sizeof(T));                                          \
         switch (red) {                                                                                \
-        case RED_ADD: a = (T)((U)a + (U)b); break;                                                    \
-        case RED_MUL: a = (T)((U)a * (U)b); break;                                                    \
-        case RED_MAX: a = a > b ? a : b; break;                                                       \
+        case MOVEMENT_RED_ADD: a = (T)((U)a + (U)b); break;                                                    \
+        case MOVEMENT_RED_MUL: a = (T)((U)a * (U)b); break;                                                    \
+        case MOVEMENT_RED_MAX: a = a > b ? a : b; break;                                                       \
         default: a = a < b ? a : b; break;                                                            \
         }                                                                                             \
         memcpy(dst + i * (int64_t)sizeof(T), &a, sizeof(T));                                         \
@@ -520,9 +465,9 @@ static void reduce_into(char *dst, const char *src, int64_t count, cinfer_dtype 
         LOAD(a, dst + i * es);                                                                        \
         LOAD(b, src + i * es);                                                                        \
         switch (red) {                                                                                \
-        case RED_ADD: a = a + b; break;                                                               \
-        case RED_MUL: a = a * b; break;                                                               \
-        case RED_MAX: a = a > b ? a : b; break;                                                       \
+        case MOVEMENT_RED_ADD: a = a + b; break;                                                               \
+        case MOVEMENT_RED_MUL: a = a * b; break;                                                               \
+        case MOVEMENT_RED_MAX: a = a > b ? a : b; break;                                                       \
         default: a = a < b ? a : b; break;                                                            \
         }                                                                                             \
         STORE(dst + i * es, a);                                                                       \
@@ -562,13 +507,14 @@ static void reduce_into(char *dst, const char *src, int64_t count, cinfer_dtype 
 static cinfer_status run_scatter_nd(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     const tensor *data = &in[0], *idx = &in[1], *upd = &in[2];
-    reduction red = parse_reduction(n);
+    movement_reduction red;
+    CINFER_TRY(movement_read_reduction(n, &red));
     CINFER_TRY(check_reducible(n, data->dtype, red));
     int r = data->ndim, q = idx->ndim, k = (int)idx->dims[q - 1];
     size_t es = cinfer_dtype_size(data->dtype);
     copy_bytes(out[0].data, data->data, tensor_nbytes(data));
     int64_t ds[CINFER_MAX_DIMS], rows = prod(idx->dims, 0, q - 1), slice = prod(data->dims, k, r);
-    contiguous_strides(r, data->dims, ds);
+    tensor_strides(data, ds);
     char *dst = out[0].data;
     const char *src = upd->data;
     for (int64_t row = 0; row < rows; row++) {
@@ -586,7 +532,8 @@ static cinfer_status run_scatter_nd(const graph_node *n, const tensor *in, int n
 static cinfer_status run_scatter_elements(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     const tensor *data = &in[0], *idx = &in[1], *upd = &in[2];
-    reduction red = parse_reduction(n);
+    movement_reduction red;
+    CINFER_TRY(movement_read_reduction(n, &red));
     CINFER_TRY(check_reducible(n, data->dtype, red));
     size_t es = cinfer_dtype_size(data->dtype);
     copy_bytes(out[0].data, data->data, tensor_nbytes(data));
@@ -638,15 +585,8 @@ static cinfer_status run_onehot(const graph_node *n, const tensor *in, int num_i
 static cinfer_status run_expand(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
-    int R = out[0].ndim, r = in[0].ndim;
-    int64_t strides[CINFER_MAX_DIMS];
-    contiguous_strides(r, in[0].dims, strides);
-    strided_view v = {.ndim = R};
-    for (int d = 0; d < R; d++) {
-        int id = d - (R - r);
-        v.dims[d] = out[0].dims[d];
-        v.stride[d] = id >= 0 && in[0].dims[id] != 1 ? strides[id] : 0;
-    }
+    movement_view v;
+    movement_view_expand(&in[0], &out[0], &v);
     copy_view(out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), v);
     return CINFER_OK;
 }
@@ -654,18 +594,9 @@ static cinfer_status run_expand(const graph_node *n, const tensor *in, int num_i
 static cinfer_status run_tile(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
-    int r = in[0].ndim;
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    int64_t strides[CINFER_MAX_DIMS];
-    contiguous_strides(r, in[0].dims, strides);
-    /* output axis d of size rep*dim read as [rep, dim] with the repeat not moving in the source */
-    strided_view v = {.ndim = 2 * r};
-    for (int d = 0; d < r; d++) {
-        v.dims[2 * d] = out[0].dims[d] / in[0].dims[d];
-        v.stride[2 * d] = 0;
-        v.dims[2 * d + 1] = in[0].dims[d];
-        v.stride[2 * d + 1] = strides[d];
-    }
+    movement_view v; /* output axis d of size rep*dim read as [rep, dim] */
+    movement_view_tile(&in[0], &out[0], &v);
     copy_view(out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), v);
     return CINFER_OK;
 }
@@ -704,7 +635,7 @@ static cinfer_status run_pad(const graph_node *n, const tensor *in, int num_in, 
     /* negative pads crop first (as onnxruntime does), so per axis the source is the `keep` elements from
      * `skip` on, and the output has `lead` padded elements before them */
     int64_t strides[CINFER_MAX_DIMS], skip[CINFER_MAX_DIMS], keep[CINFER_MAX_DIMS], lead[CINFER_MAX_DIMS];
-    contiguous_strides(r, in[0].dims, strides);
+    tensor_strides(&in[0], strides);
     for (int d = 0; d < r; d++) {
         skip[d] = p.begin[d] < 0 ? -p.begin[d] : 0;
         keep[d] = in[0].dims[d] - skip[d] - (p.end[d] < 0 ? -p.end[d] : 0);
@@ -752,10 +683,8 @@ static cinfer_status run_pad(const graph_node *n, const tensor *in, int num_in, 
 static cinfer_status run_shape(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     /* only in[0]'s dims: its data may be absent (OP_FLAG_SHAPE_ONLY) */
-    int r = in[0].ndim;
-    int64_t s = graph_attr_int(n, "start", 0);
-    if (s < 0) s += r;
-    s = s < 0 ? 0 : s > r ? r : s;
+    int64_t s, e;
+    movement_shape_range(n, in[0].ndim, &s, &e);
     int64_t *dst = out[0].data;
     for (int64_t i = 0; i < out[0].dims[0]; i++) dst[i] = in[0].dims[s + i];
     return CINFER_OK;

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_staging.h"
 #include "backend/cpu/reduce_family.h"
+#include "graph/shape/reduce_params.h"
 
 /* ---- per-row statistics: float uses the vectorised lanes, double plain loops ---- */
 static inline double sum_f64(const double *x, int64_t n) {
@@ -42,26 +43,15 @@ static bool stat_dtype_ok(const tensor *t) {
  * when it already has that layout, else a new buffer in *owned (freed by the caller). */
 static cinfer_status expand_param(const graph_node *n, const tensor *p, const tensor *x, int axis, size_t esize,
                                   const void **data, void **owned) {
-    int64_t cols = 1;
-    for (int d = axis; d < x->ndim; d++) cols *= x->dims[d];
     *owned = NULL;
     *data = p->data;
-    if (tensor_numel(p) == cols) return CINFER_OK; /* broadcastable with equal size: identical layout */
-    int tail = x->ndim - axis;
     int64_t pstride[CINFER_MAX_DIMS]; /* per tail dim: stride in p, 0 where broadcast */
-    int64_t s = 1;
-    for (int k = tail - 1; k >= 0; k--) {
-        int pd = p->ndim - (tail - k);
-        int64_t xd = x->dims[axis + k], pdim = pd >= 0 ? p->dims[pd] : 1;
-        if (pdim != 1 && pdim != xd)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter's dim %lld does not broadcast "
-                              "onto %lld", n->op_type, n->name, (long long)pdim, (long long)xd);
-        pstride[k] = pdim == 1 ? 0 : s;
-        s *= pdim;
-    }
-    if (s != tensor_numel(p))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter varies along the rows, not only "
-                          "along the normalised dims", n->op_type, n->name);
+    bool dense;
+    CINFER_TRY(reduce_norm_param_layout(n, p, x, axis, pstride, &dense));
+    if (dense) return CINFER_OK;
+    int64_t cols = 1;
+    for (int d = axis; d < x->ndim; d++) cols *= x->dims[d];
+    int tail = x->ndim - axis;
     char *buf = malloc(esize * (size_t)(cols > 0 ? cols : 1));
     if (!buf) return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': out of memory", n->op_type, n->name);
     int64_t idx[CINFER_MAX_DIMS] = {0};
@@ -129,10 +119,11 @@ static cinfer_status run_layer_or_rms(const graph_node *n, const tensor *in, int
                                       bool rms) {
     cinfer_dtype dt = in[0].dtype;
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    int axis = 0;
-    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < in[0].ndim; d++) *(d < axis ? &rows : &cols) *= in[0].dims[d];
+    reduce_layer_norm lp;
+    CINFER_TRY(reduce_compute_layer_norm(n, &in[0], &lp));
+    const int axis = lp.axis;
+    const int64_t rows = lp.rows, cols = lp.cols;
+    const double eps = lp.epsilon;
     tensor *mean_out = NULL, *inv_out = NULL;
     if (!rms && num_out > 1 && out[1].data) mean_out = &out[1];
     if (!rms && num_out > 2 && out[2].data) inv_out = &out[2];
@@ -158,7 +149,6 @@ static cinfer_status run_layer_or_rms(const graph_node *n, const tensor *in, int
             return st;
         }
     }
-    double eps = graph_attr_float(n, "epsilon", 1e-5f);
     if (dt == CINFER_DTYPE_FLOAT)
         layer_norm_f32(in[0].data, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
     else
@@ -205,43 +195,39 @@ cinfer_status cpu_run_rms_norm(const graph_node *n, const tensor *in, int num_in
 DEFINE_SEG_NORM(seg_norm_f32, float, row_stats_f32, row_apply_f32_seg, CPU_RED_CLONES)
 DEFINE_SEG_NORM(seg_norm_f64, double, row_stats_f64, row_apply_f64_seg, )
 
-static cinfer_status run_seg_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int64_t groups,
-                                  bool per_group) {
+/* InstanceNormalization, GroupNormalization: their geometry from reduce_compute_seg_norm. */
+static cinfer_status run_seg_norm(const graph_node *n, const tensor *in, int num_in, tensor *out) {
     cinfer_dtype dt = in[0].dtype;
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    if (in[0].ndim < 2 || num_in < 3)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': expected X of rank >= 2, scale and bias",
-                          n->op_type, n->name);
-    int64_t batch = in[0].dims[0], channels = in[0].dims[1], spatial = 1;
-    for (int d = 2; d < in[0].ndim; d++) spatial *= in[0].dims[d];
-    if (groups <= 0 || channels % groups != 0)
+    reduce_seg_norm p;
+    CINFER_TRY(reduce_compute_seg_norm(n, &in[0], &p));
+    const int64_t groups = p.groups, spatial = p.spatial;
+    if (groups <= 0 || p.channels % groups != 0) /* InstanceNormalization of 0 channels */
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': %lld groups do not divide %lld channels",
-                          n->op_type, n->name, (long long)groups, (long long)channels);
-    int64_t plen = per_group ? groups : channels;
+                          n->op_type, n->name, (long long)groups, (long long)p.channels);
     for (int i = 1; i < 3; i++)
-        if (!cpu_red_present(in, num_in, i) || in[i].dtype != dt || tensor_numel(&in[i]) != plen)
+        if (!cpu_red_present(in, num_in, i) || in[i].dtype != dt || tensor_numel(&in[i]) != p.param_len)
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': input %d must be a %s tensor of %lld "
-                              "elements", n->op_type, n->name, i, cinfer_dtype_name(dt), (long long)plen);
-    double eps = graph_attr_float(n, "epsilon", 1e-5f);
-    int64_t rows = batch * groups, segs = channels / groups;
+                              "elements", n->op_type, n->name, i, cinfer_dtype_name(dt), (long long)p.param_len);
+    int64_t rows = p.batch * groups, segs = p.channels / groups;
     if (rows * segs * spatial == 0) return CINFER_OK;
     if (dt == CINFER_DTYPE_FLOAT)
-        seg_norm_f32(in[0].data, out[0].data, rows, segs, spatial, in[1].data, in[2].data, eps, groups, per_group);
+        seg_norm_f32(in[0].data, out[0].data, rows, segs, spatial, in[1].data, in[2].data, p.epsilon, groups,
+                     p.per_group);
     else
-        seg_norm_f64(in[0].data, out[0].data, rows, segs, spatial, in[1].data, in[2].data, eps, groups, per_group);
+        seg_norm_f64(in[0].data, out[0].data, rows, segs, spatial, in[1].data, in[2].data, p.epsilon, groups,
+                     p.per_group);
     return CINFER_OK;
 }
 
 cinfer_status cpu_run_instance_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_instance_norm);
-    int64_t channels = in[0].ndim >= 2 ? in[0].dims[1] : 0;
-    return run_seg_norm(n, in, num_in, out, channels, false);
+    return run_seg_norm(n, in, num_in, out);
 }
 
 cinfer_status cpu_run_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_group_norm);
-    int64_t groups = graph_attr_int(n, "num_groups", 0);
-    return run_seg_norm(n, in, num_in, out, groups, n->opset < 21);
+    return run_seg_norm(n, in, num_in, out);
 }
 
 /* LpNormalization: x / ||x||_p along the axis (p 1 or 2), 0 where the norm is 0. */
@@ -268,14 +254,10 @@ cinfer_status cpu_run_lp_norm(const graph_node *n, const tensor *in, int num_in,
     cinfer_dtype dt = in[0].dtype;
     if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_lp_norm);
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    int axis = 0;
-    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    int64_t p = graph_attr_int(n, "p", 2);
-    if (p != 1 && p != 2)
-        return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': p is %lld, only 1 and 2 are supported", n->op_type,
-                          n->name, (long long)p);
-    int64_t outer, len, inner;
-    cpu_red_split(&in[0], axis, &outer, &len, &inner);
+    reduce_rows r;
+    int64_t p;
+    CINFER_TRY(reduce_compute_lp_norm(n, &in[0], &r, &p));
+    const int64_t outer = r.outer, len = r.len, inner = r.inner;
     if (outer * len * inner == 0) return CINFER_OK;
     if (dt == CINFER_DTYPE_FLOAT) lp_norm_f32(in[0].data, out[0].data, outer, len, inner, p == 1);
     else lp_norm_f64(in[0].data, out[0].data, outer, len, inner, p == 1);

@@ -8,65 +8,28 @@
 
 #include <math.h>
 #include <string.h>
-#include <strings.h>
 
 #include <cblas.h>
 
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
+#include "graph/shape/recurrent_params.h"
 
-enum {
-    ACT_SIGMOID, ACT_TANH, ACT_RELU, ACT_AFFINE, ACT_LEAKY_RELU, ACT_THRESHOLDED_RELU,
-    ACT_SCALED_TANH, ACT_HARD_SIGMOID, ACT_ELU, ACT_SOFTSIGN, ACT_SOFTPLUS,
-};
-
-typedef struct rnn_act {
-    int kind;
-    float alpha, beta;
-} rnn_act;
-
-/* Names as the spec spells them (matched case-insensitively), with the defaults for a missing alpha/beta. */
-static const struct {
-    const char *name;
-    int kind;
-    bool has_alpha, has_beta;
-    float alpha, beta;
-} act_table[] = {
-    {"Sigmoid", ACT_SIGMOID, false, false, 0.0f, 0.0f},
-    {"Tanh", ACT_TANH, false, false, 0.0f, 0.0f},
-    {"Relu", ACT_RELU, false, false, 0.0f, 0.0f},
-    {"Affine", ACT_AFFINE, true, true, 1.0f, 0.0f},
-    {"LeakyRelu", ACT_LEAKY_RELU, true, false, 0.01f, 0.0f},
-    {"ThresholdedRelu", ACT_THRESHOLDED_RELU, true, false, 1.0f, 0.0f},
-    {"ScaledTanh", ACT_SCALED_TANH, true, true, 1.0f, 1.0f},
-    {"HardSigmoid", ACT_HARD_SIGMOID, true, true, 0.2f, 0.5f},
-    {"Elu", ACT_ELU, true, false, 1.0f, 0.0f},
-    {"Softsign", ACT_SOFTSIGN, false, false, 0.0f, 0.0f},
-    {"Softplus", ACT_SOFTPLUS, false, false, 0.0f, 0.0f},
-};
-
-typedef struct rnn_params {
-    int gates;                     /* 4 LSTM (i,o,f,c), 3 GRU (z,r,h), 1 RNN */
-    int64_t seq, batch, isz, hs, nd;
-    int layout;
-    bool reverse;                  /* direction "reverse" (direction 1 of a bidirectional node always is) */
-    bool lbr, input_forget, has_clip;
-    float clip;
-    rnn_act act[2][3];             /* [direction][f, g, h] */
-    const int64_t *lens;           /* per-batch sequence lengths, NULL: all seq */
-} rnn_params;
+/* The node's parameters (graph/shape/recurrent_params.h). */
+typedef recurrent_params rnn_params;
 
 /* Data of the inputs and outputs (NULL when omitted), all of one scalar type. */
 typedef struct rnn_data {
     const void *x, *w, *r, *b, *h0, *c0, *p;
     void *y, *yh, *yc;
+    const int64_t *lens; /* per-batch sequence lengths, NULL: all seq */
 } rnn_data;
 
 /* Element count of the time loop's work memory (see the typed run function for the regions). */
 static size_t rnn_work_elems(const rnn_params *p) {
-    int64_t gh = p->gates * p->hs;
-    return (size_t)(p->seq * p->batch * gh + p->batch * gh + 4 * p->batch * p->hs + gh);
+    int64_t gh = p->gates * p->hidden;
+    return (size_t)(p->seq * p->batch * gh + p->batch * gh + 4 * p->batch * p->hidden + gh);
 }
 
 static size_t align_up(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -99,74 +62,20 @@ static size_t align_up(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 #undef RNN_TANH
 #undef RNN_LOG1P
 
-/* Reads activations/activation_alpha/activation_beta into p->act; alpha and beta values are consumed in list
- * order by the functions that take them. */
-static cinfer_status parse_activations(const graph_node *n, rnn_params *p) {
-    static const char *const defaults[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    int nact = p->gates == 4 ? 3 : p->gates == 3 ? 2 : 1;
-    const char *const *names = defaults[nact - 1];
-    size_t count = (size_t)nact;
-    const graph_attr *a = graph_node_attr(n, "activations");
-    if (a && a->type == ATTR_STRINGS && a->n > 0) {
-        names = (const char *const *)a->strings;
-        count = a->n;
-    }
-    if (count != (size_t)nact && count != (size_t)(nact * p->nd))
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "%s node '%s': activations lists %zu functions, expected %d (or %d per direction)",
-                          n->op_type, n->name, count, nact * (int)p->nd, nact);
-    size_t na = 0, nb = 0, ia = 0, ib = 0;
-    const float *alphas = graph_attr_floats(n, "activation_alpha", &na);
-    const float *betas = graph_attr_floats(n, "activation_beta", &nb);
-    for (int64_t d = 0; d < p->nd; d++) {
-        for (int k = 0; k < nact; k++) {
-            size_t idx = count == (size_t)nact ? (size_t)k : (size_t)(d * nact + k);
-            const char *name = names[idx];
-            size_t t = 0, nt = sizeof act_table / sizeof act_table[0];
-            while (t < nt && strcasecmp(act_table[t].name, name) != 0) t++;
-            if (t == nt)
-                return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': unknown activation function '%s'",
-                                  n->op_type, n->name, name);
-            rnn_act *act = &p->act[d][k];
-            act->kind = act_table[t].kind;
-            act->alpha = act_table[t].alpha;
-            act->beta = act_table[t].beta;
-            if (act_table[t].has_alpha && alphas && ia < na) act->alpha = alphas[ia++];
-            if (act_table[t].has_beta && betas && ib < nb) act->beta = betas[ib++];
-        }
-        if (count == (size_t)nact && d == 0 && p->nd == 2) {
-            /* the second direction repeats the first's functions and parameters */
-            memcpy(p->act[1], p->act[0], sizeof p->act[0]);
-            break;
-        }
-    }
-    return CINFER_OK;
-}
-
 static bool has(const tensor *in, int num_in, int i) {
     return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED && in[i].data != NULL;
 }
 
 static cinfer_status rnn_kernel(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
                                 int gates) {
-    rnn_params p = {.gates = gates};
     const tensor *x = &in[0];
     cinfer_dtype t = x->dtype;
     if (t != CINFER_DTYPE_FLOAT && t != CINFER_DTYPE_DOUBLE && !cpu_is_half(t)) return cpu_unsupported_dtype(n, t);
-    p.layout = (int)graph_attr_int(n, "layout", 0);
-    p.seq = p.layout ? x->dims[1] : x->dims[0];
-    p.batch = p.layout ? x->dims[0] : x->dims[1];
-    p.isz = x->dims[2];
-    p.nd = in[1].dims[0];
-    p.hs = in[2].dims[2];
-    const char *dir = graph_attr_string(n, "direction", "forward");
-    p.reverse = strcmp(dir, "reverse") == 0;
-    p.lbr = graph_attr_int(n, "linear_before_reset", 0) != 0;
-    p.input_forget = graph_attr_int(n, "input_forget", 0) != 0;
-    p.has_clip = graph_node_attr(n, "clip") != NULL;
-    p.clip = graph_attr_float(n, "clip", 0.0f);
-    CINFER_TRY(parse_activations(n, &p));
-    if (p.seq > INT32_MAX / 2 || p.batch * p.seq > INT32_MAX || p.gates * p.hs > INT32_MAX || p.isz > INT32_MAX)
+    rnn_params p;
+    CINFER_TRY(recurrent_compute_params(n, in, num_in, &p));
+    CINFER_TRY(recurrent_read_activations(n, &p));
+    if (p.seq > INT32_MAX / 2 || p.batch * p.seq > INT32_MAX || p.gates * p.hidden > INT32_MAX ||
+        p.input_size > INT32_MAX)
         return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': dimensions exceed the BLAS int range", n->op_type,
                           n->name);
 
@@ -196,6 +105,7 @@ static cinfer_status rnn_kernel(const graph_node *n, const tensor *in, int num_i
         return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate %zu bytes of work memory",
                           n->op_type, n->name, total);
 
+    const int64_t *seq_lens = NULL;
     if (has(in, num_in, 4)) {
         int64_t *lens = (int64_t *)base;
         for (int64_t b = 0; b < p.batch; b++) {
@@ -205,7 +115,7 @@ static cinfer_status rnn_kernel(const graph_node *n, const tensor *in, int num_i
                                   "%s node '%s': sequence_lens[%lld] = %lld is outside [0, seq_length=%lld]",
                                   n->op_type, n->name, (long long)b, (long long)lens[b], (long long)p.seq);
         }
-        p.lens = lens;
+        seq_lens = lens;
     }
 
     const void *ip[7];
@@ -224,7 +134,7 @@ static cinfer_status rnn_kernel(const graph_node *n, const tensor *in, int num_i
     for (int j = 0; j < n_outs && j < num_out; j++)
         if (out[j].data) op[j] = half ? (void *)(base + out_off[j]) : out[j].data;
     rnn_data io = {ip[0], ip[1], ip[2], ip[3], ip[4], gates == 4 ? ip[5] : NULL, gates == 4 ? ip[6] : NULL,
-                   op[0], op[1], op[2]};
+                   op[0], op[1], op[2], seq_lens};
     if (t == CINFER_DTYPE_DOUBLE)
         rnn_run_f64(&p, &io, (double *)(base + work_off));
     else
@@ -254,43 +164,43 @@ const cpu_kernel cpu_recurrent_kernels[] = {
 
 #else /* ---- typed time loop, instantiated above for float and double ---- */
 
-static void RNN_FN(act_apply)(const rnn_act *a, RNN_T *x, int64_t n) {
+static void RNN_FN(act_apply)(const recurrent_act *a, RNN_T *x, int64_t n) {
     const RNN_T al = (RNN_T)a->alpha, be = (RNN_T)a->beta;
     switch (a->kind) {
-    case ACT_SIGMOID:
+    case RECURRENT_ACT_SIGMOID:
         for (int64_t i = 0; i < n; i++) x[i] = (RNN_T)1 / ((RNN_T)1 + RNN_EXP(-x[i]));
         break;
-    case ACT_TANH:
+    case RECURRENT_ACT_TANH:
         for (int64_t i = 0; i < n; i++) x[i] = RNN_TANH(x[i]);
         break;
-    case ACT_RELU:
+    case RECURRENT_ACT_RELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
         break;
-    case ACT_AFFINE:
+    case RECURRENT_ACT_AFFINE:
         for (int64_t i = 0; i < n; i++) x[i] = al * x[i] + be;
         break;
-    case ACT_LEAKY_RELU:
+    case RECURRENT_ACT_LEAKY_RELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] >= 0 ? x[i] : al * x[i];
         break;
-    case ACT_THRESHOLDED_RELU:
+    case RECURRENT_ACT_THRESHOLDED_RELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] > al ? x[i] : 0;
         break;
-    case ACT_SCALED_TANH:
+    case RECURRENT_ACT_SCALED_TANH:
         for (int64_t i = 0; i < n; i++) x[i] = al * RNN_TANH(be * x[i]);
         break;
-    case ACT_HARD_SIGMOID:
+    case RECURRENT_ACT_HARD_SIGMOID:
         for (int64_t i = 0; i < n; i++) {
             RNN_T v = al * x[i] + be;
             x[i] = v < 0 ? 0 : v > 1 ? 1 : v;
         }
         break;
-    case ACT_ELU:
+    case RECURRENT_ACT_ELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] >= 0 ? x[i] : al * (RNN_EXP(x[i]) - 1);
         break;
-    case ACT_SOFTSIGN:
+    case RECURRENT_ACT_SOFTSIGN:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1 + (x[i] < 0 ? -x[i] : x[i]));
         break;
-    case ACT_SOFTPLUS:
+    case RECURRENT_ACT_SOFTPLUS:
         /* log(1 + e^x) without overflow for large x */
         for (int64_t i = 0; i < n; i++)
             x[i] = x[i] > 0 ? x[i] + RNN_LOG1P(RNN_EXP(-x[i])) : RNN_LOG1P(RNN_EXP(x[i]));
@@ -308,18 +218,18 @@ static void RNN_FN(clip)(const rnn_params *p, RNN_T *x, int64_t n) {
 /* Work regions (elements): xw [seq*batch, G*H] input projections of all steps, hr [batch, G*H] recurrent
  * products then gates, h and c [batch, H] states, tmp and tmp2 [batch, H], bias [G*H]. */
 static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work) {
-    const int64_t S = p->seq, B = p->batch, IN = p->isz, H = p->hs, G = p->gates, GH = G * H, ND = p->nd;
+    const int64_t S = p->seq, B = p->batch, IN = p->input_size, H = p->hidden, G = p->gates, GH = G * H, ND = p->ndir;
     RNN_T *xw = work, *hr = xw + S * B * GH, *h = hr + B * GH, *c = h + B * H, *tmp = c + B * H;
     RNN_T *tmp2 = tmp + B * H, *bias = tmp2 + B * H;
     const RNN_T *X = io->x, *W = io->w, *R = io->r, *Bv = io->b, *H0 = io->h0, *C0 = io->c0, *P = io->p;
     RNN_T *Y = io->y, *YH = io->yh, *YC = io->yc;
     const bool gru_split = G == 3 && !p->lbr; /* recurrent h-gate product needs r first */
     const bool gru_lbr = G == 3 && p->lbr;
-    if (Y && p->lens) memset(Y, 0, (size_t)(S * ND * B * H) * sizeof(RNN_T)); /* steps past a length stay 0 */
+    if (Y && io->lens) memset(Y, 0, (size_t)(S * ND * B * H) * sizeof(RNN_T)); /* steps past a length stay 0 */
 
     for (int64_t d = 0; d < ND; d++) {
         const bool rev = p->reverse || d == 1;
-        const rnn_act *act = p->act[d];
+        const recurrent_act *act = p->act[d];
         const RNN_T *Wd = W + d * GH * IN, *Rd = R + d * GH * H, *bd = Bv ? Bv + d * 2 * GH : NULL;
         const RNN_T *pd = P ? P + d * 3 * H : NULL;
         /* Wb + Rb folded into one bias, except GRU's Rbh under linear_before_reset (it is scaled by r) */
@@ -345,7 +255,7 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
                      (int)GH);
 #pragma omp parallel for num_threads(cpu_num_threads()) if (B * GH > 16384)
             for (int64_t b = 0; b < B; b++) {
-                const int64_t len = p->lens ? p->lens[b] : S;
+                const int64_t len = io->lens ? io->lens[b] : S;
                 if (s >= len) continue;
                 const int64_t t = rev ? len - 1 - s : s;
                 const RNN_T *xr = xw + (p->layout ? b * S + t : t * B + b) * GH;
@@ -402,7 +312,7 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
                          Rd + 2 * H * H, (int)H, 0, tmp2, (int)H);
 #pragma omp parallel for num_threads(cpu_num_threads()) if (B * GH > 16384)
                 for (int64_t b = 0; b < B; b++) {
-                    const int64_t len = p->lens ? p->lens[b] : S;
+                    const int64_t len = io->lens ? io->lens[b] : S;
                     if (s >= len) continue;
                     const int64_t t = rev ? len - 1 - s : s;
                     const RNN_T *xr = xw + (p->layout ? b * S + t : t * B + b) * GH;
@@ -415,7 +325,7 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
             }
             if (Y)
                 for (int64_t b = 0; b < B; b++) {
-                    const int64_t len = p->lens ? p->lens[b] : S;
+                    const int64_t len = io->lens ? io->lens[b] : S;
                     if (s >= len) continue;
                     const int64_t t = rev ? len - 1 - s : s;
                     int64_t off = p->layout ? ((b * S + t) * ND + d) * H : ((t * ND + d) * B + b) * H;

@@ -39,24 +39,11 @@ static void plan_offsets(const int64_t *gsize, const int64_t *gstride, int first
 }
 
 static cinfer_status plan_build(const graph_node *n, const tensor *x, const bool *mask, reduce_plan *p) {
-    int64_t gsize[CINFER_MAX_DIMS], gstride[CINFER_MAX_DIMS];
-    bool gred[CINFER_MAX_DIMS];
-    int ng = 0;
-    for (int d = 0; d < x->ndim; d++) {
-        if (x->dims[d] == 1) continue;
-        if (ng > 0 && gred[ng - 1] == mask[d]) {
-            gsize[ng - 1] *= x->dims[d];
-        } else {
-            gsize[ng] = x->dims[d];
-            gred[ng] = mask[d];
-            ng++;
-        }
-    }
-    int64_t s = 1;
-    for (int g = ng - 1; g >= 0; g--) {
-        gstride[g] = s;
-        s *= gsize[g];
-    }
+    reduce_groups grp;
+    reduce_group_dims(x, mask, &grp);
+    const int64_t *gsize = grp.size, *gstride = grp.stride;
+    const bool *gred = grp.reduced;
+    int ng = grp.count;
     p->inner = 1;
     p->base = p->roff = NULL;
     if (ng > 0 && !gred[ng - 1]) p->inner = gsize[--ng];
@@ -429,14 +416,11 @@ static cinfer_status run_arg(const graph_node *n, const tensor *in, int num_in, 
     case CINFER_DTYPE_UINT64: fn = arg_u64; break;
     default: return cpu_unsupported_dtype(n, dt);
     }
-    int axis = 0;
-    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", 0), in[0].ndim, &axis));
-    int64_t outer, len, inner;
-    cpu_red_split(&in[0], axis, &outer, &len, &inner);
+    reduce_arg a;
+    CINFER_TRY(reduce_compute_arg(n, &in[0], &a));
+    const int64_t outer = a.rows.outer, len = a.rows.len, inner = a.rows.inner;
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    if (len == 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %d has size 0", n->op_type, n->name, axis);
-    bool is_max = strcmp(n->op_type, "ArgMax") == 0, last = graph_attr_int(n, "select_last_index", 0) != 0;
+    const bool is_max = a.is_max, last = a.last;
     if (dt == CINFER_DTYPE_FLOAT && inner == 1) {
         const float *x = in[0].data;
         int64_t *y = out[0].data;
@@ -481,19 +465,8 @@ static cinfer_status run_mvn(const graph_node *n, const tensor *in, int num_in, 
     cinfer_dtype dt = in[0].dtype;
     if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, run_mvn);
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    bool mask[CINFER_MAX_DIMS] = {false};
-    size_t count = 0;
-    const int64_t *axes = graph_attr_ints(n, "axes", &count);
-    static const int64_t dflt[3] = {0, 2, 3};
-    if (!axes) {
-        axes = dflt;
-        count = 3;
-    }
-    for (size_t k = 0; k < count; k++) {
-        int a = 0;
-        CINFER_TRY(cpu_red_axis(n, axes[k], in[0].ndim, &a));
-        mask[a] = true;
-    }
+    bool mask[CINFER_MAX_DIMS];
+    CINFER_TRY(reduce_compute_mvn_axes(n, &in[0], mask));
     if (tensor_numel(&in[0]) == 0) return CINFER_OK;
     reduce_plan p;
     CINFER_TRY(plan_build(n, &in[0], mask, &p));

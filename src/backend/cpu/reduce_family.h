@@ -25,26 +25,6 @@ static inline bool cpu_red_present(const tensor *in, int num_in, int i) {
     return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED && in[i].data != NULL;
 }
 
-/* Splits t's dims around `axis`: outer = product before, n = dims[axis], inner = product after. */
-static inline void cpu_red_split(const tensor *t, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
-    int64_t o = 1, i = 1;
-    for (int d = 0; d < axis; d++) o *= t->dims[d];
-    for (int d = axis + 1; d < t->ndim; d++) i *= t->dims[d];
-    *outer = o;
-    *n = t->ndim > 0 ? t->dims[axis] : 1;
-    *inner = i;
-}
-
-/* Normalises an axis attribute for the kernel (the schema has already validated it). */
-static inline cinfer_status cpu_red_axis(const graph_node *n, int64_t axis, int rank, int *out) {
-    int64_t a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= (rank == 0 ? 1 : rank))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %lld is out of range for rank %d",
-                          n->op_type, n->name, (long long)axis, rank);
-    *out = (int)a;
-    return CINFER_OK;
-}
-
 /* exp(x) in float with a relative error under 3e-7, written with plain arithmetic and bit moves so
  * loops calling it vectorise (libm's expf is a scalar call). Flushes to 0 below -86.6 (results under
  * 3e-38), +inf above 88.7, NaN stays NaN. Out-of-range inputs are computed unclamped and then masked

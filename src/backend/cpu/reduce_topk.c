@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "backend/cpu/reduce_family.h"
+#include "graph/shape/reduce_params.h"
 
 /* Order: by value (NaN above everything, as numpy sorts it), ties by the lower index first. The heap
  * keeps its worst entry at the root so a better candidate replaces it in O(log K); heapsort then lays
@@ -116,23 +117,11 @@ DEFINE_TOPK(topk_u64, uint64_t, NONAN)
 cinfer_status cpu_run_topk(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     cinfer_dtype dt = in[0].dtype;
     if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_topk);
-    if (in[0].ndim < 1)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': X must have rank >= 1, got a scalar", n->name);
-    int axis = 0;
-    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    if (num_in < 2 || !in[1].data || tensor_numel(&in[1]) != 1 || !dtype_is_integer(in[1].dtype))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': K must be a 1-element int64 tensor", n->name);
-    int64_t k = tensor_get_int(&in[1], 0);
-    int64_t outer, len, inner;
-    cpu_red_split(&in[0], axis, &outer, &len, &inner);
-    if (k < 0 || k > len)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': K is %lld, expected 0 <= K <= %lld",
-                          n->name, (long long)k, (long long)len);
-    if (out[0].ndim != in[0].ndim || out[0].dims[axis] != k)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': Values output does not have K=%lld along "
-                          "axis %d", n->name, (long long)k, axis);
+    reduce_topk t;
+    CINFER_TRY(reduce_compute_topk(n, in, num_in, &out[0], &t));
+    const int64_t k = t.k, outer = t.rows.outer, len = t.rows.len, inner = t.rows.inner;
     if (k == 0 || outer * inner == 0) return CINFER_OK;
-    bool largest = graph_attr_int(n, "largest", 1) != 0;
+    const bool largest = t.largest;
     int64_t *idx = num_out > 1 && out[1].data ? out[1].data : NULL;
     void *v = out[0].data;
     const void *x = in[0].data;

@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
+#include "graph/shape/signal_params.h"
 
 #define PAR_MIN 16384 /* output elements below which a kernel stays on one thread */
 
@@ -23,16 +24,9 @@ static cinfer_status run_window(const graph_node *n, const tensor *in, int num_i
     (void)num_out;
     tensor *y = &out[0];
     int64_t size = y->dims[0];
-    double denom = graph_attr_int(n, "periodic", 1) != 0 ? (double)size : (double)(size - 1);
-    /* a0 - a1 cos(t) + a2 cos(2t) */
-    double a0 = 0.5, a1 = 0.5, a2 = 0.0;
-    if (strcmp(n->op_type, "HammingWindow") == 0) {
-        a0 = 25.0 / 46.0;
-        a1 = 1.0 - a0;
-    } else if (strcmp(n->op_type, "BlackmanWindow") == 0) {
-        a0 = 0.42;
-        a2 = 0.08;
-    }
+    signal_window w; /* a0 - a1 cos(t) + a2 cos(2t) */
+    signal_compute_window(n, size, &w);
+    const double denom = w.denom, a0 = w.a0, a1 = w.a1, a2 = w.a2;
     for (int64_t i = 0; i < size; i++) {
         /* a symmetric window of one point would divide by zero: it is 1, as in PyTorch */
         double t = denom > 0 ? two_pi * (double)i / denom : 0.0;
@@ -49,26 +43,16 @@ static cinfer_status run_mel(const graph_node *n, const tensor *in, int num_in, 
     (void)num_out;
     tensor *y = &out[0];
     int64_t bins = y->dims[1], nspec = y->dims[0];
-    int64_t len = tensor_get_int(&in[1], 0), rate = tensor_get_int(&in[2], 0);
-    double lo = tensor_get_double(&in[3], 0), hi = tensor_get_double(&in[4], 0);
-    if (rate <= 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MelWeightMatrix node '%s': sample_rate %lld must be positive",
-                          n->name, (long long)rate);
+    signal_mel m;
+    CINFER_TRY(signal_compute_mel(n, bins, nspec, tensor_get_int(&in[1], 0), tensor_get_int(&in[2], 0),
+                                  tensor_get_double(&in[3], 0), tensor_get_double(&in[4], 0), &m));
+    CINFER_TRY(signal_check_mel(n, &m));
     int64_t *edge = cpu_scratch((size_t)(bins + 2) * sizeof(int64_t));
     if (!edge) return core_error(CINFER_ERR_OUT_OF_MEMORY, "MelWeightMatrix node '%s': no scratch", n->name);
-    double lo_mel = 2595.0 * log1p(lo / 700.0) / log(10.0), hi_mel = 2595.0 * log1p(hi / 700.0) / log(10.0);
-    double step = (hi_mel - lo_mel) / (double)(bins + 2);
-    for (int64_t i = 0; i < bins + 2; i++) {
-        double hz = 700.0 * expm1(((double)i * step + lo_mel) / 2595.0 * log(10.0));
-        edge[i] = (int64_t)floor((double)(len + 1) * hz / (double)rate);
-    }
+    for (int64_t i = 0; i < bins + 2; i++) edge[i] = signal_mel_edge(&m, i);
     memset(y->data, 0, tensor_nbytes(y));
     for (int64_t i = 0; i < bins; i++) {
         int64_t l = edge[i], c = edge[i + 1], h = edge[i + 2];
-        if (l < 0 || h >= nspec || c < l || h < c)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MelWeightMatrix node '%s': filter %lld spans bins "
-                              "[%lld, %lld] outside [0, %lld)", n->name, (long long)i, (long long)l, (long long)h,
-                              (long long)nspec);
         if (c == l) {
             cpu_store_f64(y->data, y->dtype, c * bins + i, 1.0);
         } else {
@@ -95,24 +79,13 @@ static cinfer_status run_roi_align(const graph_node *n, const tensor *in, int nu
     tensor *y = &out[0];
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t R = y->dims[0], PH = y->dims[2], PW = y->dims[3];
-    bool max_mode = strcmp(graph_attr_string(n, "mode", "avg"), "max") == 0;
-    /* opsets before 16 only had the output_half_pixel behaviour */
-    const char *ct = graph_attr_string(n, "coordinate_transformation_mode",
-                                       n->opset < 16 ? "output_half_pixel" : "half_pixel");
-    bool half_pixel = strcmp(ct, "half_pixel") == 0;
-    int64_t ratio = graph_attr_int(n, "sampling_ratio", 0);
-    double scale = graph_attr_float(n, "spatial_scale", 1.0f);
+    signal_roi_align a;
+    signal_compute_roi_align(n, &a);
+    const bool max_mode = a.max_mode, half_pixel = a.half_pixel;
+    const int64_t ratio = a.sampling_ratio;
+    const double scale = a.spatial_scale;
     bool f32 = x->dtype != CINFER_DTYPE_DOUBLE;
-    for (int64_t r = 0; r < R; r++) {
-        int64_t b = tensor_get_int(bidx, r);
-        if (b < 0 || b >= N)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "RoiAlign node '%s': batch_indices[%lld] = %lld is not "
-                              "in [0, %lld)", n->name, (long long)r, (long long)b, (long long)N);
-        for (int k = 0; k < 4; k++)
-            if (!isfinite(cpu_load_f64(rois->data, rois->dtype, r * 4 + k)))
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "RoiAlign node '%s': roi %lld is not finite", n->name,
-                                  (long long)r);
-    }
+    CINFER_TRY(signal_check_roi_align(n, rois, bidx, N));
 #pragma omp parallel for num_threads(cpu_num_threads()) if (R * C * PH * PW > PAR_MIN)
     for (int64_t rc = 0; rc < R * C; rc++) {
         int64_t r = rc / C, c = rc % C;
@@ -188,17 +161,9 @@ static cinfer_status run_max_roi_pool(const graph_node *n, const tensor *in, int
     tensor *y = &out[0];
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t R = y->dims[0], PH = y->dims[2], PW = y->dims[3];
-    double scale = graph_attr_float(n, "spatial_scale", 1.0f);
-    for (int64_t r = 0; r < R; r++) {
-        double bv = cpu_load_f64(rois->data, rois->dtype, r * 5);
-        if (!(bv >= 0 && bv < (double)N))
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxRoiPool node '%s': roi %lld has batch index %g, not "
-                              "in [0, %lld)", n->name, (long long)r, bv, (long long)N);
-        for (int k = 1; k < 5; k++)
-            if (!(fabs(cpu_load_f64(rois->data, rois->dtype, r * 5 + k) * scale) < 1e15))
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxRoiPool node '%s': roi %lld is not finite",
-                                  n->name, (long long)r);
-    }
+    const float spatial_scale = graph_attr_float(n, "spatial_scale", 1.0f);
+    const double scale = spatial_scale;
+    CINFER_TRY(signal_check_max_roi_pool(n, rois, N, spatial_scale));
 #pragma omp parallel for num_threads(cpu_num_threads()) if (R * C * PH * PW > PAR_MIN)
     for (int64_t rc = 0; rc < R * C; rc++) {
         int64_t r = rc / C, c = rc % C;
@@ -237,26 +202,15 @@ static cinfer_status run_max_unpool(const graph_node *n, const tensor *in, int n
     (void)num_out;
     const tensor *x = &in[0], *ind = &in[1];
     tensor *y = &out[0];
-    int r = x->ndim, sp = r - 2;
-    size_t cnt = 0;
-    const int64_t *k = graph_attr_ints(n, "kernel_shape", &cnt);
-    const int64_t *pads = graph_attr_ints(n, "pads", &cnt);
-    const int64_t *strides = graph_attr_ints(n, "strides", &cnt);
-    int64_t dims[CINFER_MAX_DIMS], total = x->dims[0] * x->dims[1];
-    dims[0] = x->dims[0];
-    dims[1] = x->dims[1];
-    for (int d = 0; d < sp; d++) {
-        dims[2 + d] = (x->dims[2 + d] - 1) * (strides ? strides[d] : 1) - (pads ? pads[d] + pads[sp + d] : 0) + k[d];
-        total *= dims[2 + d];
-    }
+    int r = x->ndim;
+    int64_t dims[CINFER_MAX_DIMS], total; /* the unpooled shape */
+    CINFER_TRY(signal_compute_unpool(n, in, dims, &total));
+    int64_t count = tensor_numel(x);
+    CINFER_TRY(signal_check_unpool_indices(n, ind, count, total));
     memset(y->data, 0, tensor_nbytes(y));
     size_t es = tensor_nbytes(y) / (size_t)(tensor_numel(y) > 0 ? tensor_numel(y) : 1);
-    int64_t count = tensor_numel(x);
     for (int64_t e = 0; e < count; e++) {
         int64_t idx = tensor_get_int(ind, e);
-        if (idx < 0 || idx >= total)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxUnpool node '%s': index %lld at position %lld is not "
-                              "in [0, %lld)", n->name, (long long)idx, (long long)e, (long long)total);
         /* re-express the index in output's (possibly larger) dims */
         int64_t o = 0, rest = idx, mul = 1;
         for (int d = r - 1; d >= 0; d--) {

@@ -1,21 +1,9 @@
 /* CPU kernels of Softmax, LogSoftmax and Hardmax: numerically stable (the row maximum is subtracted),
  * a vectorised path for the innermost axis and column tiles for the others. */
 #include "backend/cpu/reduce_family.h"
+#include "graph/shape/reduce_params.h"
 
 #define SM_BLK 64
-
-/* Rows along the axis: opset 13 uses one axis; older opsets flatten dims [axis, rank) into the row. */
-static cinfer_status softmax_split(const graph_node *n, const tensor *x, int64_t *outer, int64_t *len,
-                                   int64_t *inner) {
-    int axis = 0;
-    CINFER_TRY(cpu_red_axis(n, graph_attr_int(n, "axis", n->opset >= 13 ? -1 : 1), x->ndim, &axis));
-    cpu_red_split(x, axis, outer, len, inner);
-    if (n->opset < 13) {
-        *len *= *inner;
-        *inner = 1;
-    }
-    return CINFER_OK;
-}
 
 /* The loops below come in two forms: y == x (in place) through one pointer, else two. GCC guards
  * two-pointer loops with an overlap check and runs them scalar when the buffers are the same. */
@@ -105,8 +93,9 @@ DEFINE_SOFTMAX_TILES(softmax_tiles_f32, float, exp_f32, CPU_RED_CLONES)
 DEFINE_SOFTMAX_TILES(softmax_tiles_f64, double, exp_f64, )
 
 static cinfer_status run_softmax_mode(const graph_node *n, const tensor *in, tensor *out, bool log_mode) {
-    int64_t outer, len, inner;
-    CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
+    reduce_rows r; /* rows along the axis (reduce_compute_softmax: older opsets flatten the tail into the row) */
+    CINFER_TRY(reduce_compute_softmax(n, &in[0], &r));
+    const int64_t outer = r.outer, len = r.len, inner = r.inner;
     if (outer * len * inner == 0) return CINFER_OK;
     if (in[0].dtype == CINFER_DTYPE_FLOAT) {
         if (inner == 1) softmax_rows_f32(in[0].data, out[0].data, outer, len, log_mode);
@@ -157,8 +146,9 @@ static void softmax_16bit_stepwise(cinfer_dtype t, const uint16_t *x, uint16_t *
 cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     cinfer_dtype dt = in[0].dtype;
     if (dt == CINFER_DTYPE_BFLOAT16 || dt == CINFER_DTYPE_FLOAT16) {
-        int64_t outer, len, inner;
-        CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
+        reduce_rows r;
+        CINFER_TRY(reduce_compute_softmax(n, &in[0], &r));
+        const int64_t outer = r.outer, len = r.len, inner = r.inner;
         if (outer * len * inner == 0) return CINFER_OK;
         softmax_16bit_stepwise(dt, in[0].data, out[0].data, outer, len, inner);
         return CINFER_OK;
@@ -196,8 +186,9 @@ cinfer_status cpu_run_hardmax(const graph_node *n, const tensor *in, int num_in,
     cinfer_dtype dt = in[0].dtype;
     if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_hardmax);
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    int64_t outer, len, inner;
-    CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
+    reduce_rows r; /* rows along the axis (reduce_compute_softmax: older opsets flatten the tail into the row) */
+    CINFER_TRY(reduce_compute_softmax(n, &in[0], &r));
+    const int64_t outer = r.outer, len = r.len, inner = r.inner;
     if (outer * len * inner == 0) return CINFER_OK;
     if (dt == CINFER_DTYPE_FLOAT) hardmax_f32(in[0].data, out[0].data, outer, len, inner);
     else hardmax_f64(in[0].data, out[0].data, outer, len, inner);

@@ -1,8 +1,10 @@
 /* Op schemas of the attention family: Attention, RotaryEmbedding, Swish, SwiGLU and the recurrent ops. */
+#include <math.h>
 #include <string.h>
 
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "graph/shape/attention_params.h"
 
 /* The CPU kernels compute in float32 (float16/bfloat16 through float32 with rounding at the reference's
  * op boundaries); double is left out. */
@@ -58,7 +60,7 @@ static void set_shape(tensor *out, cinfer_dtype dt, int ndim, const int64_t *dim
 
 /* ---- Attention (opset 23; 24 adds nonpad_kv_seqlen; 25 adds left/right_window_size) ---- */
 
-static cinfer_status infer_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+cinfer_status attention_compute_sdpa(const graph_node *n, const tensor *in, int num_in, attention_sdpa *p) {
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     char s1[128], s2[128];
     CINFER_TRY(shape_expect_dtype(n, in, 0, attn_float_types));
@@ -171,50 +173,70 @@ static cinfer_status infer_attention(const graph_node *n, const tensor *in, int 
     if (mode < 0 || mode > 3)
         return core_error(CINFER_ERR_INVALID_MODEL, "Attention node '%s': qk_matmul_output_mode is %lld, expected 0..3",
                           n->name, (long long)mode);
-    if (graph_node_attr(n, "softmax_precision")) {
-        int64_t p = graph_attr_int(n, "softmax_precision", 1);
-        if (p != CINFER_DTYPE_FLOAT && p != CINFER_DTYPE_FLOAT16 && p != CINFER_DTYPE_BFLOAT16 &&
-            p != CINFER_DTYPE_DOUBLE)
+    p->has_softmax_precision = graph_node_attr(n, "softmax_precision") != NULL;
+    p->softmax_precision = CINFER_DTYPE_FLOAT;
+    if (p->has_softmax_precision) {
+        int64_t sp = graph_attr_int(n, "softmax_precision", 1);
+        if (sp != CINFER_DTYPE_FLOAT && sp != CINFER_DTYPE_FLOAT16 && sp != CINFER_DTYPE_BFLOAT16 &&
+            sp != CINFER_DTYPE_DOUBLE)
             return core_error(CINFER_ERR_INVALID_MODEL, "Attention node '%s': softmax_precision is %lld, expected a "
-                              "float type (1, 10, 11 or 16)", n->name, (long long)p);
+                              "float type (1, 10, 11 or 16)", n->name, (long long)sp);
+        p->softmax_precision = (cinfer_dtype)sp;
     }
+    p->left = p->right = -1;
     if (n->opset >= 25) {
         int64_t lw = graph_attr_int(n, "left_window_size", -1), rw = graph_attr_int(n, "right_window_size", -1);
         if (lw < -1 || rw < -1)
             return core_error(CINFER_ERR_INVALID_MODEL, "Attention node '%s': left/right_window_size are %lld/%lld, "
                               "expected -1 or >= 0", n->name, (long long)lw, (long long)rw);
+        p->left = lw;
+        p->right = rw;
     }
+    p->window = p->left >= 0 || p->right >= 0;
+    p->rank3 = rank == 3;
+    p->batch = batch, p->qh = qh, p->kvh = kvh, p->sq = sq, p->skv = skv, p->hd = hd, p->hdv = hdv;
+    p->has_past = has_pk, p->past = past, p->total = total;
+    p->mode = (int)mode;
+    p->causal = graph_attr_int(n, "is_causal", 0) != 0;
+    p->softcap = graph_attr_float(n, "softcap", 0.0f);
+    p->scale = graph_node_attr(n, "scale") ? (double)graph_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)hd);
+    return CINFER_OK;
+}
 
-    if (rank == 4) {
-        const int64_t y[4] = {batch, qh, sq, hdv};
-        set_shape(&out[0], q->dtype, 4, y);
+static cinfer_status infer_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    attention_sdpa p;
+    CINFER_TRY(attention_compute_sdpa(n, in, num_in, &p));
+    if (!p.rank3) {
+        const int64_t y[4] = {p.batch, p.qh, p.sq, p.hdv};
+        set_shape(&out[0], in[0].dtype, 4, y);
     } else {
-        const int64_t y[3] = {batch, sq, qh * hdv};
-        set_shape(&out[0], q->dtype, 3, y);
+        const int64_t y[3] = {p.batch, p.sq, p.qh * p.hdv};
+        set_shape(&out[0], in[0].dtype, 3, y);
     }
-    const int64_t pk[4] = {batch, kvh, total, hd}, pv[4] = {batch, kvh, total, hdv}, qk[4] = {batch, qh, sq, total};
-    if (num_out > 1) set_shape(&out[1], k->dtype, 4, pk);
-    if (num_out > 2) set_shape(&out[2], v->dtype, 4, pv);
-    if (num_out > 3) set_shape(&out[3], q->dtype, 4, qk);
+    const int64_t pk[4] = {p.batch, p.kvh, p.total, p.hd}, pv[4] = {p.batch, p.kvh, p.total, p.hdv};
+    const int64_t qk[4] = {p.batch, p.qh, p.sq, p.total};
+    if (num_out > 1) set_shape(&out[1], in[1].dtype, 4, pk);
+    if (num_out > 2) set_shape(&out[2], in[2].dtype, 4, pv);
+    if (num_out > 3) set_shape(&out[3], in[0].dtype, 4, qk);
     return CINFER_OK;
 }
 
 /* ---- RotaryEmbedding (opset 23) ---- */
 
-static cinfer_status infer_rotary(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_out;
+cinfer_status attention_compute_rotary(const graph_node *n, const tensor *in, int num_in, attention_rotary *p) {
     const tensor *x = &in[0], *cs = &in[1], *sn = &in[2];
     char s1[128], s2[128];
     CINFER_TRY(shape_expect_dtype(n, in, 0, attn_float_types));
     CINFER_TRY(expect_same_dtype(n, cs, "cos_cache", x, "X"));
     CINFER_TRY(expect_same_dtype(n, sn, "sin_cache", x, "X"));
-    int64_t batch, seq, head = 0;
+    int64_t batch, seq, head = 0, heads;
     if (x->ndim == 4) {
         batch = x->dims[0];
+        heads = x->dims[1];
         seq = x->dims[2];
         head = x->dims[3];
     } else if (x->ndim == 3) {
-        int64_t heads = graph_attr_int(n, "num_heads", 0);
+        heads = graph_attr_int(n, "num_heads", 0);
         if (heads <= 0)
             return core_error(CINFER_ERR_INVALID_MODEL, "RotaryEmbedding node '%s': a 3-D input needs a positive "
                               "num_heads attribute, got %lld", n->name, (long long)heads);
@@ -252,7 +274,27 @@ static cinfer_status infer_rotary(const graph_node *n, const tensor *in, int num
                           "be [batch=%lld, seq=%lld, %lld], got %s", n->name, (long long)batch, (long long)seq,
                           (long long)(rot / 2), tensor_shape_str(cs, s1, sizeof s1));
     }
-    shape_copy(&out[0], x);
+    *p = (attention_rotary){.rank4 = x->ndim == 4, .batch = batch, .heads = heads, .seq = seq, .head = head,
+                            .rot = rot, .interleaved = graph_attr_int(n, "interleaved", 0) != 0,
+                            .has_positions = present(in, num_in, 3), .max_positions = cs->dims[0]};
+    return CINFER_OK;
+}
+
+cinfer_status attention_check_positions(const graph_node *n, const int64_t *pos, int64_t count,
+                                        int64_t max_positions) {
+    for (int64_t i = 0; pos && i < count; i++)
+        if (pos[i] < 0 || pos[i] >= max_positions)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "RotaryEmbedding node '%s': position_ids[%lld] is %lld, "
+                              "expected 0 <= id < %lld (cos_cache rows)", n->name, (long long)i, (long long)pos[i],
+                              (long long)max_positions);
+    return CINFER_OK;
+}
+
+static cinfer_status infer_rotary(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    attention_rotary p;
+    CINFER_TRY(attention_compute_rotary(n, in, num_in, &p));
+    shape_copy(&out[0], &in[0]);
     return CINFER_OK;
 }
 
@@ -280,8 +322,7 @@ static cinfer_status infer_swiglu(const graph_node *n, const tensor *in, int num
 
 /* ---- LinearAttention (opset 27): recurrent state [batch, kv_heads, d_k, d_v] ---- */
 
-static cinfer_status infer_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                            int num_out) {
+cinfer_status attention_compute_linear(const graph_node *n, const tensor *in, int num_in, attention_linear *p) {
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     char s1[128];
     CINFER_TRY(shape_expect_dtype(n, in, 0, attn_float_types));
@@ -315,7 +356,6 @@ static cinfer_status infer_linear_attention(const graph_node *n, const tensor *i
     if (delta != has_beta)
         return core_error(CINFER_ERR_INVALID_MODEL, "LinearAttention node '%s': update_rule '%s' %s the beta input",
                           n->name, rule, delta ? "requires" : "forbids");
-    cinfer_dtype state_dt = q->dtype;
     if (present(in, num_in, 3)) {
         const tensor *ps = &in[3];
         CINFER_TRY(shape_expect_dtype(n, in, 3, attn_float_types));
@@ -323,7 +363,6 @@ static cinfer_status infer_linear_attention(const graph_node *n, const tensor *i
         static const char *const meaning[4] = {"batch size", "kv_num_heads", "d_k", "d_v"};
         CINFER_TRY(expect_rank(n, ps, "past_state", 4));
         for (int d = 0; d < 4; d++) CINFER_TRY(expect_dim(n, ps, "past_state", d, want[d], meaning[d]));
-        state_dt = ps->dtype;
     }
     for (int i = 4; i <= 5; i++) {
         if (!present(in, num_in, i)) continue;
@@ -338,15 +377,28 @@ static cinfer_status infer_linear_attention(const graph_node *n, const tensor *i
                               "%lld, %s]", n->name, what, tensor_shape_str(g, s1, sizeof s1), (long long)b,
                               (long long)t, i == 4 ? "kv_num_heads or kv_num_heads*d_k" : "kv_num_heads or 1");
     }
-    const int64_t y[3] = {b, t, qh * dv}, st[4] = {b, kvh, dk, dv};
-    set_shape(&out[0], q->dtype, 3, y);
+    *p = (attention_linear){.batch = b, .seq = t, .qh = qh, .kvh = kvh, .dk = dk, .dv = dv, .gating = gating,
+                            .delta = delta, .scale = graph_attr_float(n, "scale", 0.0f)};
+    if (p->scale == 0.0f) p->scale = (float)(1.0 / sqrt((double)dk));
+    return CINFER_OK;
+}
+
+static cinfer_status infer_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                            int num_out) {
+    attention_linear p;
+    CINFER_TRY(attention_compute_linear(n, in, num_in, &p));
+    /* the state keeps past_state's dtype, else the query's */
+    cinfer_dtype state_dt = present(in, num_in, 3) ? in[3].dtype : in[0].dtype;
+    const int64_t y[3] = {p.batch, p.seq, p.qh * p.dv}, st[4] = {p.batch, p.kvh, p.dk, p.dv};
+    set_shape(&out[0], in[0].dtype, 3, y);
     if (num_out > 1) set_shape(&out[1], state_dt, 4, st);
     return CINFER_OK;
 }
 
 /* ---- CausalConvWithState (opset 27): depthwise causal conv1d carrying the last k-1 inputs ---- */
 
-static cinfer_status infer_causal_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+cinfer_status attention_compute_causal_conv(const graph_node *n, const tensor *in, int num_in,
+                                            attention_causal_conv *p) {
     const tensor *x = &in[0], *w = &in[1];
     CINFER_TRY(shape_expect_dtype(n, in, 0, attn_float_types));
     CINFER_TRY(expect_same_dtype(n, w, "weight", x, "input"));
@@ -375,9 +427,17 @@ static cinfer_status infer_causal_conv(const graph_node *n, const tensor *in, in
     if (strcmp(act, "none") != 0 && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
         return core_error(CINFER_ERR_INVALID_MODEL, "CausalConvWithState node '%s': activation is '%s', expected none, "
                           "silu or swish", n->name, act);
-    shape_copy(&out[0], x);
-    const int64_t st[3] = {b, c, ks - 1};
-    if (num_out > 1) set_shape(&out[1], x->dtype, 3, st);
+    *p = (attention_causal_conv){.batch = b, .channels = c, .len = x->dims[2], .k = ks,
+                                 .silu = strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0};
+    return CINFER_OK;
+}
+
+static cinfer_status infer_causal_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    attention_causal_conv p;
+    CINFER_TRY(attention_compute_causal_conv(n, in, num_in, &p));
+    shape_copy(&out[0], &in[0]);
+    const int64_t st[3] = {p.batch, p.channels, p.k - 1};
+    if (num_out > 1) set_shape(&out[1], in[0].dtype, 3, st);
     return CINFER_OK;
 }
 

@@ -3,17 +3,7 @@
 
 #include "core/status.h"
 #include "graph/op_schema.h"
-
-enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
-
-/* The sliding-window attributes of a conv or pool node, validated against the input rank. */
-typedef struct window {
-    int nsp; /* spatial rank */
-    int auto_pad;
-    bool ceil_mode;
-    int64_t k[CINFER_MAX_DIMS], s[CINFER_MAX_DIMS], d[CINFER_MAX_DIMS];
-    int64_t pb[CINFER_MAX_DIMS], pe[CINFER_MAX_DIMS]; /* explicit pads (begin, end) */
-} window;
+#include "graph/shape/conv_params.h"
 
 static const cinfer_dtype float_types[] = {
     CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16, CINFER_DTYPE_BFLOAT16, CINFER_DTYPE_UNDEFINED,
@@ -43,15 +33,25 @@ static cinfer_status read_ints(const graph_node *n, const char *name, int want, 
     return CINFER_OK;
 }
 
-/* Reads kernel_shape (or takes it from the weights w), strides, dilations, pads and auto_pad. */
-static cinfer_status read_window(const graph_node *n, const tensor *x, const tensor *w, bool use_dilation,
-                                 bool use_ceil, window *win) {
+/* The window's op-dependent attributes: dilations exist from AveragePool-19 and LpPool-18 on (always for the
+ * others), ceil_mode for the pools (LpPool from 18), output_padding for ConvTranspose. */
+static void window_attrs(const graph_node *n, bool *use_dilation, bool *use_ceil, bool *transpose) {
+    bool avg = strcmp(n->op_type, "AveragePool") == 0, lp = strcmp(n->op_type, "LpPool") == 0;
+    *use_dilation = avg ? n->opset >= 19 : lp ? n->opset >= 18 : true;
+    *use_ceil = avg || strcmp(n->op_type, "MaxPool") == 0 || (lp && n->opset >= 18);
+    *transpose = strcmp(n->op_type, "ConvTranspose") == 0;
+}
+
+cinfer_status conv_read_window(const graph_node *n, const tensor *x, const tensor *w, conv_window *win) {
     char sx[128], sw[128];
+    bool use_dilation, use_ceil, transpose;
+    window_attrs(n, &use_dilation, &use_ceil, &transpose);
     memset(win, 0, sizeof *win);
     if (x->ndim < 3)
         return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input X %s must have rank >= 3 (N, C, spatial...)",
                           n->op_type, n->name, tensor_shape_str(x, sx, sizeof sx));
     win->nsp = x->ndim - 2;
+    win->transpose = transpose;
     int nsp = win->nsp;
     size_t kcnt = 0;
     const int64_t *ks = graph_attr_ints(n, "kernel_shape", &kcnt);
@@ -86,30 +86,62 @@ static cinfer_status read_window(const graph_node *n, const tensor *x, const ten
         win->pe[i] = pads[nsp + i];
     }
     const char *ap = graph_attr_string(n, "auto_pad", "NOTSET");
-    if (strcmp(ap, "NOTSET") == 0 || ap[0] == '\0') win->auto_pad = PAD_NOTSET;
-    else if (strcmp(ap, "SAME_UPPER") == 0) win->auto_pad = PAD_SAME_UPPER;
-    else if (strcmp(ap, "SAME_LOWER") == 0) win->auto_pad = PAD_SAME_LOWER;
-    else if (strcmp(ap, "VALID") == 0) win->auto_pad = PAD_VALID;
+    if (strcmp(ap, "NOTSET") == 0 || ap[0] == '\0') win->auto_pad = CONV_AUTO_PAD_NOTSET;
+    else if (strcmp(ap, "SAME_UPPER") == 0) win->auto_pad = CONV_AUTO_PAD_SAME_UPPER;
+    else if (strcmp(ap, "SAME_LOWER") == 0) win->auto_pad = CONV_AUTO_PAD_SAME_LOWER;
+    else if (strcmp(ap, "VALID") == 0) win->auto_pad = CONV_AUTO_PAD_VALID;
     else
         return core_error(CINFER_ERR_INVALID_MODEL,
                           "%s node '%s': auto_pad is '%s', expected NOTSET, SAME_UPPER, SAME_LOWER or VALID",
                           n->op_type, n->name, ap);
     win->ceil_mode = use_ceil && graph_attr_int(n, "ceil_mode", 0) != 0;
+    if (transpose) CINFER_TRY(read_ints(n, "output_padding", nsp, 0, 0, win->opad));
     return CINFER_OK;
 }
 
-/* Output spatial sizes of a conv or pool; out[0..nsp). */
-static cinfer_status window_output(const graph_node *n, const tensor *x, const window *win, int64_t *out) {
+static bool same_pad(const conv_window *win) {
+    return win->auto_pad == CONV_AUTO_PAD_SAME_UPPER || win->auto_pad == CONV_AUTO_PAD_SAME_LOWER;
+}
+
+/* ConvTranspose: output_shape (spatial dims, or all dims) when given, else from the input, strides, kernel,
+ * output_padding and pads. */
+static cinfer_status transpose_output(const graph_node *n, const tensor *x, const conv_window *win, int64_t *out) {
     char sx[128];
+    int nsp = win->nsp;
+    size_t ocnt = 0;
+    const int64_t *oshape = graph_attr_ints(n, "output_shape", &ocnt);
+    if (oshape && (int)ocnt != nsp && (int)ocnt != nsp + 2)
+        return core_error(CINFER_ERR_INVALID_MODEL,
+                          "ConvTranspose node '%s': output_shape has %zu values, expected %d (spatial dims)", n->name,
+                          ocnt, nsp);
+    for (int i = 0; i < nsp; i++) {
+        int64_t in_sz = x->dims[i + 2], dk = (win->k[i] - 1) * win->d[i] + 1, o;
+        if (oshape) o = oshape[(int)ocnt - nsp + i];
+        else if (same_pad(win)) o = in_sz * win->s[i];
+        else if (win->auto_pad == CONV_AUTO_PAD_VALID) o = win->s[i] * (in_sz - 1) + win->opad[i] + dk;
+        else o = win->s[i] * (in_sz - 1) + win->opad[i] + dk - win->pb[i] - win->pe[i];
+        if (o < 1)
+            return core_error(CINFER_ERR_INVALID_MODEL,
+                              "ConvTranspose node '%s': output spatial dim %d would be %lld (input %s, pads %lld+%lld)",
+                              n->name, i, (long long)o, tensor_shape_str(x, sx, sizeof sx), (long long)win->pb[i],
+                              (long long)win->pe[i]);
+        out[i] = o;
+    }
+    return CINFER_OK;
+}
+
+cinfer_status conv_window_output(const graph_node *n, const tensor *x, const conv_window *win, int64_t *out) {
+    char sx[128];
+    if (win->transpose) return transpose_output(n, x, win, out);
     for (int i = 0; i < win->nsp; i++) {
         int64_t in = x->dims[i + 2], s = win->s[i];
         int64_t dk = (win->k[i] - 1) * win->d[i] + 1;
         int64_t o;
-        if (win->auto_pad == PAD_SAME_UPPER || win->auto_pad == PAD_SAME_LOWER) {
+        if (same_pad(win)) {
             o = (in + s - 1) / s;
         } else {
-            int64_t pb = win->auto_pad == PAD_VALID ? 0 : win->pb[i];
-            int64_t pe = win->auto_pad == PAD_VALID ? 0 : win->pe[i];
+            int64_t pb = win->auto_pad == CONV_AUTO_PAD_VALID ? 0 : win->pb[i];
+            int64_t pe = win->auto_pad == CONV_AUTO_PAD_VALID ? 0 : win->pe[i];
             int64_t num = in + pb + pe - dk;
             if (num < 0)
                 return core_error(CINFER_ERR_INVALID_MODEL,
@@ -131,6 +163,112 @@ static cinfer_status window_output(const graph_node *n, const tensor *x, const w
         out[i] = o < 0 ? 0 : o;
     }
     return CINFER_OK;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+void conv_window_pads(const conv_window *win, int i, int64_t in, int64_t out, int64_t *pb, int64_t *pe) {
+    int64_t dk = (win->k[i] - 1) * win->d[i] + 1;
+    if (same_pad(win)) {
+        bool upper = win->auto_pad == CONV_AUTO_PAD_SAME_UPPER;
+        int64_t total;
+        if (win->transpose) {
+            total = win->s[i] * (in - 1) + win->opad[i] + dk - out;
+            *pb = upper ? floor_div(total, 2) : total - floor_div(total, 2);
+        } else {
+            total = (out - 1) * win->s[i] + dk - in;
+            if (total < 0) total = 0;
+            *pb = upper ? total / 2 : total - total / 2;
+        }
+        *pe = total - *pb;
+    } else if (win->auto_pad == CONV_AUTO_PAD_VALID) {
+        *pb = *pe = 0;
+    } else {
+        *pb = win->pb[i];
+        *pe = win->pe[i];
+    }
+}
+
+cinfer_status conv_compute_geom(const graph_node *n, const tensor *x, const tensor *y, const tensor *w,
+                                const char *backend, conv_geom *g) {
+    int nsp = x->ndim - 2;
+    if (nsp < 1 || nsp > 3 || y->ndim != x->ndim || (w && w->ndim != x->ndim))
+        return core_error(CINFER_ERR_UNSUPPORTED,
+                          "%s node '%s': the %s kernel handles 1-3 spatial dims, got X rank %d (W, Y must match)",
+                          n->op_type, n->name, backend, x->ndim);
+    conv_window win;
+    CINFER_TRY(conv_read_window(n, x, w, &win));
+    int off = 3 - nsp;
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = g->out[i] = g->k[i] = g->s[i] = g->d[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    for (int i = 0; i < nsp; i++) {
+        int j = off + i;
+        g->in[j] = x->dims[2 + i];
+        g->out[j] = y->dims[2 + i];
+        g->k[j] = win.k[i];
+        g->s[j] = win.s[i];
+        g->d[j] = win.d[i];
+        conv_window_pads(&win, i, g->in[j], g->out[j], &g->pb[j], &g->pe[j]);
+    }
+    g->in_size = g->in[0] * g->in[1] * g->in[2];
+    g->out_size = g->out[0] * g->out[1] * g->out[2];
+    g->k_size = g->k[0] * g->k[1] * g->k[2];
+    return CINFER_OK;
+}
+
+cinfer_status conv_compute_conv(const graph_node *n, const tensor *x, const tensor *w, const tensor *b,
+                                const tensor *y, const char *backend, conv_geom *geom, int64_t *group) {
+    CINFER_TRY(conv_compute_geom(n, x, y, w, backend, geom));
+    bool transpose = strcmp(n->op_type, "ConvTranspose") == 0;
+    int64_t g = graph_attr_int(n, "group", 1);
+    int64_t batch = x->dims[0], c = x->dims[1], m = y->dims[1];
+    int64_t w_out = transpose ? w->dims[1] * g : w->dims[0], w_in = transpose ? w->dims[0] : w->dims[1] * g;
+    if (g < 1 || c % g || m % g || w_out != m || w_in != c || batch != y->dims[0] || (b && tensor_numel(b) != m))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': X, W, B shapes do not fit group %lld",
+                          n->op_type, n->name, (long long)g);
+    *group = g;
+    return CINFER_OK;
+}
+
+cinfer_status conv_read_pool(const graph_node *n, conv_pool *p) {
+    int64_t order = graph_attr_int(n, "storage_order", 0);
+    if (strcmp(n->op_type, "MaxPool") == 0 && order != 0 && order != 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "MaxPool node '%s': storage_order is %lld, expected 0 or 1",
+                          n->name, (long long)order);
+    p->col_major = order == 1;
+    p->include_pad = graph_attr_int(n, "count_include_pad", 0) != 0;
+    p->p = graph_attr_int(n, "p", 2);
+    if (p->p < 1 && (strcmp(n->op_type, "LpPool") == 0 || strcmp(n->op_type, "GlobalLpPool") == 0))
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': p is %lld, expected >= 1", n->op_type, n->name,
+                          (long long)p->p);
+    return CINFER_OK;
+}
+
+cinfer_status conv_compute_pool(const graph_node *n, const tensor *in, const tensor *out, int num_out,
+                                const char *backend, conv_geom *g, conv_pool *p) {
+    const tensor *x = &in[0], *y = &out[0];
+    CINFER_TRY(conv_compute_geom(n, x, y, NULL, backend, g));
+    if (x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output batch/channels differ from the input",
+                          n->op_type, n->name);
+    if (num_out > 1 && out[1].data && (out[1].dtype != CINFER_DTYPE_INT64 || tensor_numel(&out[1]) != tensor_numel(y)))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxPool node '%s': Indices must be int64 shaped like Y",
+                          n->name);
+    return conv_read_pool(n, p);
+}
+
+cinfer_status conv_compute_global_pool(const graph_node *n, const tensor *x, const tensor *y, int64_t *planes,
+                                       int64_t *size, conv_pool *p) {
+    if (x->ndim < 2)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': X must have rank >= 2", n->op_type, n->name);
+    *planes = x->dims[0] * x->dims[1];
+    if (tensor_numel(y) != *planes)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output must hold one value per (N, C)",
+                          n->op_type, n->name);
+    *size = *planes > 0 ? tensor_numel(x) / *planes : 0;
+    return conv_read_pool(n, p);
 }
 
 static cinfer_status check_float_input(const graph_node *n, const tensor *in, int num_in, int i, const char *what,
@@ -170,6 +308,20 @@ static cinfer_status check_conv_operands(const graph_node *n, const tensor *in, 
     return CINFER_OK;
 }
 
+/* Y of a conv or pool: X's dtype, batch and window output sizes, `channels` channels. */
+static cinfer_status window_shape(const graph_node *n, const tensor *x, const tensor *w, int64_t channels, tensor *y) {
+    conv_window win;
+    CINFER_TRY(conv_read_window(n, x, w, &win));
+    int64_t sp[CINFER_MAX_DIMS];
+    CINFER_TRY(conv_window_output(n, x, &win, sp));
+    y->dtype = x->dtype;
+    y->ndim = x->ndim;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = channels;
+    for (int i = 0; i < win.nsp; i++) y->dims[i + 2] = sp[i];
+    return CINFER_OK;
+}
+
 static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     const tensor *x = &in[0], *w = &in[1];
@@ -187,16 +339,7 @@ static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_i
                           "Conv node '%s': W %s has %lld output channels, not a multiple of group %lld", n->name,
                           tensor_shape_str(w, sw, sizeof sw), (long long)m, (long long)group);
     CINFER_TRY(check_bias(n, in, num_in, m));
-    window win;
-    CINFER_TRY(read_window(n, x, w, true, false, &win));
-    int64_t sp[CINFER_MAX_DIMS];
-    CINFER_TRY(window_output(n, x, &win, sp));
-    out[0].dtype = x->dtype;
-    out[0].ndim = x->ndim;
-    out[0].dims[0] = x->dims[0];
-    out[0].dims[1] = m;
-    for (int i = 0; i < win.nsp; i++) out[0].dims[i + 2] = sp[i];
-    return CINFER_OK;
+    return window_shape(n, x, w, m, &out[0]);
 }
 
 static cinfer_status infer_conv_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -215,35 +358,7 @@ static cinfer_status infer_conv_transpose(const graph_node *n, const tensor *in,
                           (long long)group);
     int64_t m = w->dims[1] * group;
     CINFER_TRY(check_bias(n, in, num_in, m));
-    window win;
-    CINFER_TRY(read_window(n, x, w, true, false, &win));
-    int nsp = win.nsp;
-    int64_t opad[CINFER_MAX_DIMS];
-    CINFER_TRY(read_ints(n, "output_padding", nsp, 0, 0, opad));
-    size_t ocnt = 0;
-    const int64_t *oshape = graph_attr_ints(n, "output_shape", &ocnt);
-    if (oshape && (int)ocnt != nsp && (int)ocnt != nsp + 2)
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "ConvTranspose node '%s': output_shape has %zu values, expected %d (spatial dims)", n->name,
-                          ocnt, nsp);
-    out[0].dtype = x->dtype;
-    out[0].ndim = x->ndim;
-    out[0].dims[0] = x->dims[0];
-    out[0].dims[1] = m;
-    for (int i = 0; i < nsp; i++) {
-        int64_t in_sz = x->dims[i + 2], dk = (win.k[i] - 1) * win.d[i] + 1, o;
-        if (oshape) o = oshape[(int)ocnt - nsp + i];
-        else if (win.auto_pad == PAD_SAME_UPPER || win.auto_pad == PAD_SAME_LOWER) o = in_sz * win.s[i];
-        else if (win.auto_pad == PAD_VALID) o = win.s[i] * (in_sz - 1) + opad[i] + dk;
-        else o = win.s[i] * (in_sz - 1) + opad[i] + dk - win.pb[i] - win.pe[i];
-        if (o < 1)
-            return core_error(CINFER_ERR_INVALID_MODEL,
-                              "ConvTranspose node '%s': output spatial dim %d would be %lld (input %s, pads %lld+%lld)",
-                              n->name, i, (long long)o, tensor_shape_str(x, sx, sizeof sx), (long long)win.pb[i],
-                              (long long)win.pe[i]);
-        out[0].dims[i + 2] = o;
-    }
-    return CINFER_OK;
+    return window_shape(n, x, w, m, &out[0]);
 }
 
 static cinfer_status infer_batchnorm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
@@ -280,19 +395,14 @@ static cinfer_status infer_batchnorm(const graph_node *n, const tensor *in, int 
     return CINFER_OK;
 }
 
+/* MaxPool, AveragePool, LpPool: the pool's own attributes are checked first, then X and the window. */
 static cinfer_status infer_pool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
-                                const cinfer_dtype *types, bool use_dilation, bool use_ceil) {
+                                const cinfer_dtype *types) {
     (void)num_in;
+    conv_pool pool;
+    CINFER_TRY(conv_read_pool(n, &pool));
     CINFER_TRY(shape_expect_dtype(n, in, 0, types));
-    window win;
-    CINFER_TRY(read_window(n, &in[0], NULL, use_dilation, use_ceil, &win));
-    int64_t sp[CINFER_MAX_DIMS];
-    CINFER_TRY(window_output(n, &in[0], &win, sp));
-    out[0].dtype = in[0].dtype;
-    out[0].ndim = in[0].ndim;
-    out[0].dims[0] = in[0].dims[0];
-    out[0].dims[1] = in[0].dims[1];
-    for (int i = 0; i < win.nsp; i++) out[0].dims[i + 2] = sp[i];
+    CINFER_TRY(window_shape(n, &in[0], NULL, in[0].dims[1], &out[0]));
     for (int j = 1; j < num_out; j++) {
         shape_copy(&out[j], &out[0]);
         out[j].dtype = CINFER_DTYPE_INT64;
@@ -301,30 +411,11 @@ static cinfer_status infer_pool(const graph_node *n, const tensor *in, int num_i
 }
 
 static cinfer_status infer_maxpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    int64_t order = graph_attr_int(n, "storage_order", 0);
-    if (order != 0 && order != 1)
-        return core_error(CINFER_ERR_INVALID_MODEL, "MaxPool node '%s': storage_order is %lld, expected 0 or 1",
-                          n->name, (long long)order);
-    return infer_pool(n, in, num_in, out, num_out, maxpool_types, true, true);
+    return infer_pool(n, in, num_in, out, num_out, maxpool_types);
 }
 
-static cinfer_status infer_avgpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    /* dilations exist from AveragePool-19 on */
-    return infer_pool(n, in, num_in, out, num_out, float_types, n->opset >= 19, true);
-}
-
-static cinfer_status check_p(const graph_node *n) {
-    int64_t p = graph_attr_int(n, "p", 2);
-    if (p < 1)
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': p is %lld, expected >= 1", n->op_type, n->name,
-                          (long long)p);
-    return CINFER_OK;
-}
-
-static cinfer_status infer_lppool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    CINFER_TRY(check_p(n));
-    /* dilations and ceil_mode exist from LpPool-18 on */
-    return infer_pool(n, in, num_in, out, num_out, float_types, n->opset >= 18, n->opset >= 18);
+static cinfer_status infer_float_pool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    return infer_pool(n, in, num_in, out, num_out, float_types);
 }
 
 static cinfer_status infer_global_pool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
@@ -334,7 +425,8 @@ static cinfer_status infer_global_pool(const graph_node *n, const tensor *in, in
     if (in[0].ndim < 2)
         return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': X %s must have rank >= 2 (N, C, spatial...)",
                           n->op_type, n->name, tensor_shape_str(&in[0], sx, sizeof sx));
-    if (strcmp(n->op_type, "GlobalLpPool") == 0) CINFER_TRY(check_p(n));
+    conv_pool pool;
+    CINFER_TRY(conv_read_pool(n, &pool));
     shape_copy(&out[0], &in[0]);
     for (int i = 2; i < out[0].ndim; i++) out[0].dims[i] = 1;
     return CINFER_OK;
@@ -345,8 +437,8 @@ const op_schema shape_conv_schemas[] = {
     {"ConvTranspose", infer_conv_transpose, 0, 0, 2, 3},
     {"BatchNormalization", infer_batchnorm, 0, 0, 5, 5},
     {"MaxPool", infer_maxpool, 0, 0, 1, 1},
-    {"AveragePool", infer_avgpool, 0, 0, 1, 1},
-    {"LpPool", infer_lppool, 0, 0, 1, 1},
+    {"AveragePool", infer_float_pool, 0, 0, 1, 1},
+    {"LpPool", infer_float_pool, 0, 0, 1, 1},
     {"GlobalAveragePool", infer_global_pool, 0, 0, 1, 1},
     {"GlobalMaxPool", infer_global_pool, 0, 0, 1, 1},
     {"GlobalLpPool", infer_global_pool, 0, 0, 1, 1},

@@ -219,6 +219,38 @@ cinfer_status image_compute_resize(const graph_node *n, const tensor *in, int nu
     return CINFER_OK;
 }
 
+bool image_resize_interpolable(cinfer_dtype t) {
+    switch (t) {
+    case CINFER_DTYPE_FLOAT: case CINFER_DTYPE_DOUBLE: case CINFER_DTYPE_FLOAT16: case CINFER_DTYPE_BFLOAT16:
+    case CINFER_DTYPE_INT8: case CINFER_DTYPE_UINT8: case CINFER_DTYPE_INT16: case CINFER_DTYPE_UINT16:
+    case CINFER_DTYPE_INT32: case CINFER_DTYPE_UINT32: case CINFER_DTYPE_INT64: case CINFER_DTYPE_UINT64:
+        return true;
+    default: return false;
+    }
+}
+
+int image_resize_tap_count(const image_resize *p, double scale) {
+    double s = scale < 1 ? scale : 1;
+    if (p->antialias && p->mode == RESIZE_LINEAR) return 2 - 2 * (int)(floor(-1 / s) + 1);
+    if (p->antialias && p->mode == RESIZE_CUBIC) return 2 - 2 * (int)(floor(-2 / s) + 1);
+    return p->mode == RESIZE_CUBIC ? 4 : 2;
+}
+
+int image_resize_pass_order(const image_resize *p, int order[CINFER_MAX_DIMS]) {
+    int passes = 0;
+    if (p->mode == RESIZE_NEAREST) return 0;
+    for (int d = p->ndim - 1; d >= 0; d--) {
+        if (!p->resized[d]) continue;
+        int k = passes++;
+        while (k > 0 && p->scale[order[k - 1]] > p->scale[d]) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = d;
+    }
+    return passes;
+}
+
 static cinfer_status infer_resize(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     if (cinfer_dtype_size(in[0].dtype) == 0)

@@ -1,4 +1,4 @@
-/* Parameters of the image ops that both their schemas (shapes) and their CPU kernels work out. */
+/* Parameters of the image ops that both their schemas (shapes) and their kernels (CPU and CUDA) work out. */
 #ifndef CINFER_GRAPH_SHAPE_IMAGE_PARAMS_H
 #define CINFER_GRAPH_SHAPE_IMAGE_PARAMS_H
 
@@ -44,5 +44,17 @@ typedef struct image_resize {
 
 /* Works out Resize's parameters from X's shape, the roi/scales/sizes values and the attributes. */
 cinfer_status image_compute_resize(const graph_node *n, const tensor *in, int num_in, image_resize *p);
+
+/* The dtypes linear and cubic Resize interpolate (floats and integers; nearest copies any dtype). */
+bool image_resize_interpolable(cinfer_dtype t);
+
+/* Linear/cubic taps per output position along an axis of the given scale: 2 (linear) or 4 (cubic), widened by
+ * 1/scale when an antialiased filter downsamples. */
+int image_resize_tap_count(const image_resize *p, double scale);
+
+/* The order of the separable linear/cubic passes over the resized axes: shrinking axes first, then the
+ * innermost first, so the gather-like innermost pass runs on the smaller data and the row-combining passes on
+ * the larger. Fills order[0..count) and returns the count (0 for nearest, which gathers all axes at once). */
+int image_resize_pass_order(const image_resize *p, int order[CINFER_MAX_DIMS]);
 
 #endif

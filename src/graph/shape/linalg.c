@@ -1,6 +1,7 @@
 /* Op schemas of the linalg family: MatMul (numpy matmul) and Gemm. */
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "graph/shape/linalg_params.h"
 
 static const cinfer_dtype matmul_types[] = {
     CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16, CINFER_DTYPE_BFLOAT16,
@@ -17,10 +18,7 @@ static cinfer_status check_operands(const graph_node *n, const tensor *in) {
     return CINFER_OK;
 }
 
-/* numpy matmul: a 1-D A gains a leading 1, a 1-D B a trailing 1 (both removed from the result);
- * the dims before the last two broadcast. */
-static cinfer_status infer_matmul(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_in; (void)num_out;
+cinfer_status linalg_compute_matmul(const graph_node *n, const tensor *in, linalg_matmul *p) {
     const tensor *a = &in[0], *b = &in[1];
     char sa[128], sb[128];
     CINFER_TRY(check_operands(n, in));
@@ -34,30 +32,53 @@ static cinfer_status infer_matmul(const graph_node *n, const tensor *in, int num
                           "MatMul node '%s': inner dimensions differ: A %s has %lld columns, B %s has %lld rows",
                           n->name, tensor_shape_str(a, sa, sizeof sa), (long long)k_a,
                           tensor_shape_str(b, sb, sizeof sb), (long long)k_b);
-    /* broadcast the batch dims (all but the matrix dims) */
-    tensor ba = {.ndim = a->ndim > 2 ? a->ndim - 2 : 0}, bb = {.ndim = b->ndim > 2 ? b->ndim - 2 : 0};
-    for (int i = 0; i < ba.ndim; i++) ba.dims[i] = a->dims[i];
-    for (int i = 0; i < bb.ndim; i++) bb.dims[i] = b->dims[i];
-    tensor batch = {0};
-    if (shape_broadcast(n, &ba, &bb, &batch) != CINFER_OK)
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "MatMul node '%s': batch dimensions of A %s and B %s cannot be broadcast", n->name,
-                          tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
-    int rank = batch.ndim + (a->ndim > 1) + (b->ndim > 1);
+    p->m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2];
+    p->k = k_a;
+    p->n = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
+    /* broadcast the batch dims (all but the matrix dims); strides in whole matrices */
+    int ra = a->ndim > 2 ? a->ndim - 2 : 0, rb = b->ndim > 2 ? b->ndim - 2 : 0;
+    p->a_batch_rank = ra;
+    p->b_batch_rank = rb;
+    p->nb = ra > rb ? ra : rb;
+    p->batch = 1;
+    int64_t acc_a = 1, acc_b = 1;
+    for (int d = p->nb - 1; d >= 0; d--) {
+        int ia = d - (p->nb - ra), ib = d - (p->nb - rb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return core_error(CINFER_ERR_INVALID_MODEL,
+                              "MatMul node '%s': batch dimensions of A %s and B %s cannot be broadcast", n->name,
+                              tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+        p->batch_dims[d] = da == 1 ? db : da;
+        p->stride_a[d] = da == 1 ? 0 : acc_a;
+        p->stride_b[d] = db == 1 ? 0 : acc_b;
+        acc_a *= da;
+        acc_b *= db;
+        p->batch *= p->batch_dims[d];
+    }
+    int rank = p->nb + (a->ndim > 1) + (b->ndim > 1);
     if (rank > CINFER_MAX_DIMS)
         return core_error(CINFER_ERR_UNSUPPORTED, "MatMul node '%s': result rank %d exceeds %d", n->name, rank,
                           CINFER_MAX_DIMS);
-    out[0].dtype = a->dtype;
-    out[0].ndim = 0;
-    for (int i = 0; i < batch.ndim; i++) out[0].dims[out[0].ndim++] = batch.dims[i];
-    if (a->ndim > 1) out[0].dims[out[0].ndim++] = a->dims[a->ndim - 2];
-    if (b->ndim > 1) out[0].dims[out[0].ndim++] = b->dims[b->ndim - 1];
     return CINFER_OK;
 }
 
-/* Y = alpha * op(A) * op(B) + beta * C, A and B 2-D, C unidirectionally broadcastable to [M, N]. */
-static cinfer_status infer_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_out;
+/* numpy matmul: a 1-D A gains a leading 1, a 1-D B a trailing 1 (both removed from the result);
+ * the dims before the last two broadcast. */
+static cinfer_status infer_matmul(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    const tensor *a = &in[0], *b = &in[1];
+    linalg_matmul p;
+    CINFER_TRY(linalg_compute_matmul(n, in, &p));
+    out[0].dtype = a->dtype;
+    out[0].ndim = 0;
+    for (int i = 0; i < p.nb; i++) out[0].dims[out[0].ndim++] = p.batch_dims[i];
+    if (a->ndim > 1) out[0].dims[out[0].ndim++] = p.m;
+    if (b->ndim > 1) out[0].dims[out[0].ndim++] = p.n;
+    return CINFER_OK;
+}
+
+cinfer_status linalg_compute_gemm(const graph_node *n, const tensor *in, int num_in, linalg_gemm *p) {
     const tensor *a = &in[0], *b = &in[1];
     char sa[128], sb[128];
     CINFER_TRY(check_operands(n, in));
@@ -73,7 +94,16 @@ static cinfer_status infer_gemm(const graph_node *n, const tensor *in, int num_i
                           "%lldx%lld (B %s, transB=%d)",
                           n->name, (long long)m, (long long)k, tensor_shape_str(a, sa, sizeof sa), ta, (long long)kb,
                           (long long)nn, tensor_shape_str(b, sb, sizeof sb), tb);
-    if (num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED) {
+    p->trans_a = ta;
+    p->trans_b = tb;
+    p->alpha = graph_attr_float(n, "alpha", 1.0f);
+    p->beta = graph_attr_float(n, "beta", 1.0f);
+    p->m = m;
+    p->n = nn;
+    p->k = k;
+    p->has_c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED;
+    p->c_rows = p->c_cols = 1;
+    if (p->has_c) {
         const tensor *c = &in[2];
         if (c->dtype != a->dtype)
             return core_error(CINFER_ERR_INVALID_MODEL, "Gemm node '%s': C has dtype %s but A has %s, they must match",
@@ -87,11 +117,21 @@ static cinfer_status infer_gemm(const graph_node *n, const tensor *in, int num_i
             return core_error(CINFER_ERR_INVALID_MODEL,
                               "Gemm node '%s': C %s cannot be broadcast to the result shape [%lld,%lld]", n->name,
                               tensor_shape_str(c, sa, sizeof sa), (long long)m, (long long)nn);
+        p->c_rows = c->ndim == 2 ? c->dims[0] : 1;
+        p->c_cols = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
     }
-    out[0].dtype = a->dtype;
+    return CINFER_OK;
+}
+
+/* Y = alpha * op(A) * op(B) + beta * C, A and B 2-D, C unidirectionally broadcastable to [M, N]. */
+static cinfer_status infer_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    linalg_gemm p;
+    CINFER_TRY(linalg_compute_gemm(n, in, num_in, &p));
+    out[0].dtype = in[0].dtype;
     out[0].ndim = 2;
-    out[0].dims[0] = m;
-    out[0].dims[1] = nn;
+    out[0].dims[0] = p.m;
+    out[0].dims[1] = p.n;
     return CINFER_OK;
 }
 

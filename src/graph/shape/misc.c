@@ -191,6 +191,17 @@ cinfer_status misc_parse_einsum(const graph_node *n, const tensor *in, int num_i
     return CINFER_OK;
 }
 
+void misc_einsum_label_strides(const misc_einsum *e, const tensor *t, int k, int64_t *ls) {
+    int64_t st[CINFER_MAX_DIMS];
+    tensor_strides(t, st);
+    for (int l = 0; l < e->num_labels; l++) ls[l] = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        int l = e->op_label[k][d];
+        if (t->dims[d] == 1 && e->label_size[l] != 1) continue;
+        ls[l] += st[d];
+    }
+}
+
 static cinfer_status infer_einsum(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     for (int k = 0; k < num_in; k++) {

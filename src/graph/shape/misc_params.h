@@ -1,4 +1,4 @@
-/* Parameters of the misc ops that both their schemas (shapes) and their CPU kernels work out. */
+/* Parameters of the misc ops that both their schemas (shapes) and their kernels (CPU and CUDA) work out. */
 #ifndef CINFER_GRAPH_SHAPE_MISC_PARAMS_H
 #define CINFER_GRAPH_SHAPE_MISC_PARAMS_H
 
@@ -22,5 +22,9 @@ typedef struct misc_einsum {
 
 /* Parses the node's equation for the given operands; errors name the node and the problem. */
 cinfer_status misc_parse_einsum(const graph_node *n, const tensor *in, int num_in, misc_einsum *e);
+
+/* Per label, the element stride that label advances in operand k of shape t (summed over repeated labels: a
+ * diagonal; 0 where a size-1 dim broadcasts); ls holds e->num_labels entries. */
+void misc_einsum_label_strides(const misc_einsum *e, const tensor *t, int k, int64_t *ls);
 
 #endif

@@ -222,15 +222,12 @@ static cinfer_status infer_unsqueeze(const graph_node *n, const tensor *in, int 
     return CINFER_OK;
 }
 
-static cinfer_status infer_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_in; (void)num_out;
-    int r = in[0].ndim;
+cinfer_status movement_compute_transpose(const graph_node *n, const tensor *x, int perm[CINFER_MAX_DIMS]) {
+    int r = x->ndim;
     size_t count;
-    const int64_t *perm = graph_attr_ints(n, "perm", &count);
-    out[0].dtype = in[0].dtype;
-    out[0].ndim = r;
-    if (!perm) {
-        for (int d = 0; d < r; d++) out[0].dims[d] = in[0].dims[r - 1 - d];
+    const int64_t *p = graph_attr_ints(n, "perm", &count);
+    if (!p) {
+        for (int d = 0; d < r; d++) perm[d] = r - 1 - d;
         return CINFER_OK;
     }
     if ((int)count != r)
@@ -238,12 +235,76 @@ static cinfer_status infer_transpose(const graph_node *n, const tensor *in, int 
                           n->name, count, r);
     unsigned seen = 0;
     for (int d = 0; d < r; d++) {
-        if (perm[d] < 0 || perm[d] >= r || (seen & (1u << perm[d])))
+        if (p[d] < 0 || p[d] >= r || (seen & (1u << p[d])))
             return core_error(CINFER_ERR_INVALID_MODEL, "Transpose node '%s': perm is not a permutation of 0..%d",
                               n->name, r - 1);
-        seen |= 1u << perm[d];
-        out[0].dims[d] = in[0].dims[perm[d]];
+        seen |= 1u << p[d];
+        perm[d] = (int)p[d];
     }
+    return CINFER_OK;
+}
+
+void movement_view_permute(int ndim, const int64_t *dims, const int *perm, movement_view *v) {
+    int64_t strides[MOVEMENT_VIEW_DIMS], s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= dims[d];
+    }
+    v->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        v->dims[d] = dims[perm[d]];
+        v->stride[d] = strides[perm[d]];
+    }
+}
+
+bool movement_view_slice(const movement_slice *p, const tensor *x, movement_view *v, int64_t *base) {
+    int64_t strides[CINFER_MAX_DIMS];
+    tensor_strides(x, strides);
+    for (int d = 0; d < p->ndim; d++)
+        if (p->count[d] == 0) return false;
+    v->ndim = p->ndim;
+    *base = 0;
+    for (int d = 0; d < p->ndim; d++) {
+        v->dims[d] = p->count[d];
+        /* a huge step over one element never multiplies */
+        v->stride[d] = p->count[d] > 1 ? strides[d] * p->step[d] : 0;
+        *base += p->start[d] * strides[d];
+    }
+    return true;
+}
+
+void movement_view_expand(const tensor *x, const tensor *y, movement_view *v) {
+    int R = y->ndim, r = x->ndim;
+    int64_t strides[CINFER_MAX_DIMS];
+    tensor_strides(x, strides);
+    v->ndim = R;
+    for (int d = 0; d < R; d++) {
+        int id = d - (R - r);
+        v->dims[d] = y->dims[d];
+        v->stride[d] = id >= 0 && x->dims[id] != 1 ? strides[id] : 0;
+    }
+}
+
+void movement_view_tile(const tensor *x, const tensor *y, movement_view *v) {
+    int r = x->ndim;
+    int64_t strides[CINFER_MAX_DIMS];
+    tensor_strides(x, strides);
+    v->ndim = 2 * r;
+    for (int d = 0; d < r; d++) {
+        v->dims[2 * d] = y->dims[d] / x->dims[d];
+        v->stride[2 * d] = 0;
+        v->dims[2 * d + 1] = x->dims[d];
+        v->stride[2 * d + 1] = strides[d];
+    }
+}
+
+static cinfer_status infer_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    int perm[CINFER_MAX_DIMS];
+    CINFER_TRY(movement_compute_transpose(n, &in[0], perm));
+    out[0].dtype = in[0].dtype;
+    out[0].ndim = in[0].ndim;
+    for (int d = 0; d < in[0].ndim; d++) out[0].dims[d] = in[0].dims[perm[d]];
     return CINFER_OK;
 }
 
@@ -477,12 +538,21 @@ static cinfer_status infer_gather_nd(const graph_node *n, const tensor *in, int 
     return CINFER_OK;
 }
 
-static cinfer_status check_reduction(const graph_node *n) {
+cinfer_status movement_read_reduction(const graph_node *n, movement_reduction *r) {
+    static const char *const names[] = {"none", "add", "mul", "max", "min"}; /* movement_reduction's order */
     const char *red = graph_attr_string(n, "reduction", "none");
-    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': reduction '%s' is not one of none/add/mul/max/min",
-                          n->op_type, n->name, red);
-    return CINFER_OK;
+    for (int k = 0; k < 5; k++)
+        if (strcmp(red, names[k]) == 0) {
+            *r = (movement_reduction)k;
+            return CINFER_OK;
+        }
+    return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': reduction '%s' is not one of none/add/mul/max/min",
+                      n->op_type, n->name, red);
+}
+
+static cinfer_status check_reduction(const graph_node *n) {
+    movement_reduction r;
+    return movement_read_reduction(n, &r);
 }
 
 static cinfer_status infer_scatter_nd(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
@@ -662,8 +732,7 @@ static cinfer_status infer_pad(const graph_node *n, const tensor *in, int num_in
 
 /* ---------------------------------------------------------------- shapes and generated tensors */
 
-/* Shape's start/end (opset 15) clamped to [0, rank]. */
-static void shape_range(const graph_node *n, int r, int64_t *start, int64_t *end) {
+void movement_shape_range(const graph_node *n, int r, int64_t *start, int64_t *end) {
     int64_t s = graph_attr_int(n, "start", 0), e = graph_attr_int(n, "end", r);
     if (s < 0) s += r;
     if (e < 0) e += r;
@@ -674,7 +743,7 @@ static void shape_range(const graph_node *n, int r, int64_t *start, int64_t *end
 static cinfer_status infer_shape(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     int64_t s, e;
-    shape_range(n, in[0].ndim, &s, &e);
+    movement_shape_range(n, in[0].ndim, &s, &e);
     out[0].dtype = CINFER_DTYPE_INT64;
     out[0].ndim = 1;
     out[0].dims[0] = e > s ? e - s : 0;
@@ -817,8 +886,7 @@ static cinfer_status infer_trilu(const graph_node *n, const tensor *in, int num_
     return CINFER_OK;
 }
 
-static cinfer_status infer_depth_space(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_in; (void)num_out;
+cinfer_status movement_compute_depth_space(const graph_node *n, const tensor *x, movement_depth_space *p) {
     bool to_space = strcmp(n->op_type, "DepthToSpace") == 0;
     int64_t bs = graph_attr_int(n, "blocksize", 0);
     const char *mode = graph_attr_string(n, "mode", "DCR");
@@ -827,28 +895,43 @@ static cinfer_status infer_depth_space(const graph_node *n, const tensor *in, in
                           n->name, (long long)bs);
     if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
         return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': mode '%s' is not DCR or CRD", n->op_type, n->name, mode);
-    if (in[0].ndim != 4)
+    if (x->ndim != 4)
         return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': the input must have rank 4, got %d", n->op_type, n->name,
-                          in[0].ndim);
-    const int64_t *d = in[0].dims;
-    out[0].dtype = in[0].dtype;
-    out[0].ndim = 4;
-    out[0].dims[0] = d[0];
-    if (to_space) {
+                          x->ndim);
+    bool dcr = strcmp(mode, "DCR") == 0;
+    const int64_t *d = x->dims;
+    if (to_space) { /* [N, C, H, W] seen as 6-D, then permuted into [N, C', H, bs, W, bs] */
         if (d[1] % (bs * bs) != 0)
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "DepthToSpace node '%s': channels %lld are not a multiple of %lld",
                               n->name, (long long)d[1], (long long)(bs * bs));
-        out[0].dims[1] = d[1] / (bs * bs);
-        out[0].dims[2] = d[2] * bs;
-        out[0].dims[3] = d[3] * bs;
-    } else {
+        int64_t c = d[1] / (bs * bs);
+        static const int p_dcr[6] = {0, 3, 4, 1, 5, 2}, p_crd[6] = {0, 1, 4, 2, 5, 3};
+        const int64_t v_dcr[6] = {d[0], bs, bs, c, d[2], d[3]}, v_crd[6] = {d[0], c, bs, bs, d[2], d[3]};
+        const int64_t o[4] = {d[0], c, d[2] * bs, d[3] * bs};
+        memcpy(p->view, dcr ? v_dcr : v_crd, sizeof p->view);
+        memcpy(p->perm, dcr ? p_dcr : p_crd, sizeof p->perm);
+        memcpy(p->out, o, sizeof p->out);
+    } else { /* [N, C, H', bs, W', bs] permuted so the block offsets join the channels */
         if (d[2] % bs != 0 || d[3] % bs != 0)
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "SpaceToDepth node '%s': height %lld and width %lld must be "
                               "multiples of blocksize %lld", n->name, (long long)d[2], (long long)d[3], (long long)bs);
-        out[0].dims[1] = d[1] * bs * bs;
-        out[0].dims[2] = d[2] / bs;
-        out[0].dims[3] = d[3] / bs;
+        static const int p_dcr[6] = {0, 3, 5, 1, 2, 4}, p_crd[6] = {0, 1, 3, 5, 2, 4};
+        const int64_t v[6] = {d[0], d[1], d[2] / bs, bs, d[3] / bs, bs};
+        const int64_t o[4] = {d[0], d[1] * bs * bs, d[2] / bs, d[3] / bs};
+        memcpy(p->view, v, sizeof p->view);
+        memcpy(p->perm, dcr ? p_dcr : p_crd, sizeof p->perm);
+        memcpy(p->out, o, sizeof p->out);
     }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_depth_space(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    movement_depth_space p;
+    CINFER_TRY(movement_compute_depth_space(n, &in[0], &p));
+    out[0].dtype = in[0].dtype;
+    out[0].ndim = 4;
+    memcpy(out[0].dims, p.out, sizeof p.out);
     CINFER_TRY(check_size(n, &out[0]));
     return CINFER_OK;
 }

@@ -54,6 +54,170 @@ cinfer_status reduce_compute_axes(const graph_node *n, const tensor *in, int num
     return CINFER_OK;
 }
 
+cinfer_status reduce_compute_mvn_axes(const graph_node *n, const tensor *x, bool mask[CINFER_MAX_DIMS]) {
+    size_t count = 0;
+    const int64_t *axes = graph_attr_ints(n, "axes", &count);
+    static const int64_t dflt[3] = {0, 2, 3};
+    for (int d = 0; d < CINFER_MAX_DIMS; d++) mask[d] = false;
+    if (!axes) {
+        if (x->ndim < 4)
+            return core_error(CINFER_ERR_INVALID_MODEL,
+                              "%s node '%s': the default axes [0,2,3] need rank >= 4, got %d", n->op_type, n->name,
+                              x->ndim);
+        axes = dflt;
+        count = 3;
+    }
+    for (size_t k = 0; k < count; k++) {
+        int a = 0;
+        CINFER_TRY(shape_normalize_axis(n, axes[k], x->ndim, &a));
+        if (mask[a])
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axis %lld is listed twice", n->op_type,
+                              n->name, (long long)axes[k]);
+        mask[a] = true;
+    }
+    return CINFER_OK;
+}
+
+void reduce_group_dims(const tensor *x, const bool *mask, reduce_groups *g) {
+    g->count = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->dims[d] == 1) continue;
+        if (g->count > 0 && g->reduced[g->count - 1] == mask[d]) {
+            g->size[g->count - 1] *= x->dims[d];
+        } else {
+            g->size[g->count] = x->dims[d];
+            g->reduced[g->count] = mask[d];
+            g->count++;
+        }
+    }
+    int64_t s = 1;
+    for (int k = g->count - 1; k >= 0; k--) {
+        g->stride[k] = s;
+        s *= g->size[k];
+    }
+}
+
+void reduce_split_rows(const tensor *x, int axis, reduce_rows *r) {
+    int64_t o = 1, i = 1;
+    for (int d = 0; d < axis; d++) o *= x->dims[d];
+    for (int d = axis + 1; d < x->ndim; d++) i *= x->dims[d];
+    r->axis = axis;
+    r->outer = o;
+    r->len = x->ndim > 0 ? x->dims[axis] : 1;
+    r->inner = i;
+}
+
+cinfer_status reduce_compute_softmax(const graph_node *n, const tensor *x, reduce_rows *r) {
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", n->opset >= 13 ? -1 : 1), x->ndim, &axis));
+    reduce_split_rows(x, axis, r);
+    if (n->opset < 13) {
+        r->len *= r->inner;
+        r->inner = 1;
+    }
+    return CINFER_OK;
+}
+
+cinfer_status reduce_compute_arg(const graph_node *n, const tensor *x, reduce_arg *a) {
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), x->ndim, &axis));
+    a->is_max = strcmp(n->op_type, "ArgMax") == 0;
+    if (x->ndim > 0 && x->dims[axis] == 0)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %d has size 0, there is no %s",
+                          n->op_type, n->name, axis, a->is_max ? "maximum" : "minimum");
+    reduce_split_rows(x, axis, &a->rows);
+    a->last = graph_attr_int(n, "select_last_index", 0) != 0;
+    a->keepdims = graph_attr_int(n, "keepdims", 1) != 0;
+    return CINFER_OK;
+}
+
+cinfer_status reduce_compute_topk(const graph_node *n, const tensor *in, int num_in, const tensor *values,
+                                  reduce_topk *t) {
+    if (in[0].ndim < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "TopK node '%s': X must have rank >= 1, got a scalar", n->name);
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    if (num_in < 2 || !dtype_is_integer(in[1].dtype) || tensor_numel(&in[1]) != 1 || !in[1].data)
+        return core_error(CINFER_ERR_INVALID_MODEL, "TopK node '%s': K must be a known 1-element int64 tensor",
+                          n->name);
+    t->k = tensor_get_int(&in[1], 0);
+    if (t->k < 0 || t->k > in[0].dims[axis])
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': K is %lld, expected 0 <= K <= %lld (axis %d)",
+                          n->name, (long long)t->k, (long long)in[0].dims[axis], axis);
+    reduce_split_rows(&in[0], axis, &t->rows);
+    if (values && (values->ndim != in[0].ndim || values->dims[axis] != t->k))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': Values output does not have K=%lld along "
+                          "axis %d", n->name, (long long)t->k, axis);
+    t->largest = graph_attr_int(n, "largest", 1) != 0;
+    t->sorted = graph_attr_int(n, "sorted", 1) != 0;
+    return CINFER_OK;
+}
+
+cinfer_status reduce_compute_lp_norm(const graph_node *n, const tensor *x, reduce_rows *r, int64_t *p) {
+    int axis = 0;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), x->ndim, &axis));
+    *p = graph_attr_int(n, "p", 2);
+    if (*p != 1 && *p != 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': p is %lld, expected 1 or 2", n->op_type, n->name,
+                          (long long)*p);
+    reduce_split_rows(x, axis, r);
+    return CINFER_OK;
+}
+
+cinfer_status reduce_compute_layer_norm(const graph_node *n, const tensor *x, reduce_layer_norm *p) {
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), x->ndim, &p->axis));
+    p->rows = p->cols = 1;
+    for (int d = 0; d < x->ndim; d++) *(d < p->axis ? &p->rows : &p->cols) *= x->dims[d];
+    p->epsilon = graph_attr_float(n, "epsilon", 1e-5f);
+    return CINFER_OK;
+}
+
+cinfer_status reduce_norm_param_layout(const graph_node *n, const tensor *p, const tensor *x, int axis,
+                                       int64_t stride[CINFER_MAX_DIMS], bool *dense) {
+    int64_t cols = 1;
+    for (int d = axis; d < x->ndim; d++) cols *= x->dims[d];
+    *dense = tensor_numel(p) == cols; /* broadcastable with equal size: identical layout */
+    if (*dense) return CINFER_OK;
+    int tail = x->ndim - axis;
+    int64_t s = 1;
+    for (int k = tail - 1; k >= 0; k--) {
+        int pd = p->ndim - (tail - k);
+        int64_t xd = x->dims[axis + k], pdim = pd >= 0 ? p->dims[pd] : 1;
+        if (pdim != 1 && pdim != xd)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter's dim %lld does not broadcast "
+                              "onto %lld", n->op_type, n->name, (long long)pdim, (long long)xd);
+        stride[k] = pdim == 1 ? 0 : s;
+        s *= pdim;
+    }
+    if (s != tensor_numel(p))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter varies along the rows, not only "
+                          "along the normalised dims", n->op_type, n->name);
+    return CINFER_OK;
+}
+
+cinfer_status reduce_compute_seg_norm(const graph_node *n, const tensor *x, reduce_seg_norm *p) {
+    if (x->ndim < 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input has rank %d, expected >= 2 ([N,C,...])",
+                          n->op_type, n->name, x->ndim);
+    p->batch = x->dims[0];
+    p->channels = x->dims[1];
+    p->spatial = 1;
+    for (int d = 2; d < x->ndim; d++) p->spatial *= x->dims[d];
+    p->groups = p->channels;
+    p->per_group = false;
+    if (strcmp(n->op_type, "GroupNormalization") == 0) {
+        p->groups = graph_attr_int(n, "num_groups", 0);
+        if (p->groups <= 0 || p->channels % p->groups != 0)
+            return core_error(CINFER_ERR_INVALID_MODEL,
+                              "%s node '%s': num_groups is %lld, expected a positive divisor of the channel count %lld",
+                              n->op_type, n->name, (long long)p->groups, (long long)p->channels);
+        p->per_group = n->opset < 21; /* opset 18-20: scale and bias per group; from 21: per channel */
+    }
+    p->param_len = p->per_group ? p->groups : p->channels;
+    p->epsilon = graph_attr_float(n, "epsilon", 1e-5f);
+    return CINFER_OK;
+}
+
 static cinfer_status infer_reduce(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     bool mask[CINFER_MAX_DIMS];
@@ -70,36 +234,22 @@ static cinfer_status infer_reduce(const graph_node *n, const tensor *in, int num
 
 static cinfer_status infer_arg(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
-    int axis = 0;
-    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), in[0].ndim, &axis));
-    if (in[0].ndim > 0 && in[0].dims[axis] == 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %d has size 0, there is no %s",
-                          n->op_type, n->name, axis, strcmp(n->op_type, "ArgMax") == 0 ? "maximum" : "minimum");
-    bool keep = graph_attr_int(n, "keepdims", 1) != 0;
+    reduce_arg a;
+    CINFER_TRY(reduce_compute_arg(n, &in[0], &a));
     out[0].dtype = CINFER_DTYPE_INT64;
     out[0].ndim = 0;
     for (int d = 0; d < in[0].ndim; d++) {
-        if (d != axis) out[0].dims[out[0].ndim++] = in[0].dims[d];
-        else if (keep) out[0].dims[out[0].ndim++] = 1;
+        if (d != a.rows.axis) out[0].dims[out[0].ndim++] = in[0].dims[d];
+        else if (a.keepdims) out[0].dims[out[0].ndim++] = 1;
     }
     return CINFER_OK;
 }
 
 static cinfer_status infer_topk(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_in;
-    if (in[0].ndim < 1)
-        return core_error(CINFER_ERR_INVALID_MODEL, "TopK node '%s': X must have rank >= 1, got a scalar", n->name);
-    int axis = 0;
-    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    if (!dtype_is_integer(in[1].dtype) || tensor_numel(&in[1]) != 1 || !in[1].data)
-        return core_error(CINFER_ERR_INVALID_MODEL, "TopK node '%s': K must be a known 1-element int64 tensor",
-                          n->name);
-    int64_t k = tensor_get_int(&in[1], 0);
-    if (k < 0 || k > in[0].dims[axis])
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "TopK node '%s': K is %lld, expected 0 <= K <= %lld (axis %d)",
-                          n->name, (long long)k, (long long)in[0].dims[axis], axis);
+    reduce_topk t;
+    CINFER_TRY(reduce_compute_topk(n, in, num_in, NULL, &t));
     shape_copy(&out[0], &in[0]);
-    out[0].dims[axis] = k;
+    out[0].dims[t.rows.axis] = t.k;
     if (num_out > 1) {
         shape_copy(&out[1], &out[0]);
         out[1].dtype = CINFER_DTYPE_INT64;
@@ -111,8 +261,8 @@ static cinfer_status infer_topk(const graph_node *n, const tensor *in, int num_i
 static cinfer_status infer_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    int axis = 0;
-    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", n->opset >= 13 ? -1 : 1), in[0].ndim, &axis));
+    reduce_rows rows;
+    CINFER_TRY(reduce_compute_softmax(n, &in[0], &rows));
     shape_copy(&out[0], &in[0]);
     return CINFER_OK;
 }
@@ -151,8 +301,9 @@ static cinfer_dtype stash_dtype(const graph_node *n) {
 
 static cinfer_status infer_layer_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    int axis = 0;
-    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    reduce_layer_norm p;
+    CINFER_TRY(reduce_compute_layer_norm(n, &in[0], &p));
+    const int axis = p.axis;
     for (int i = 1; i < 3; i++) {
         if (!present(in, num_in, i)) continue;
         CINFER_TRY(expect_same_dtype(n, in, i));
@@ -170,10 +321,10 @@ static cinfer_status infer_layer_norm(const graph_node *n, const tensor *in, int
 static cinfer_status infer_rms_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    int axis = 0;
-    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
+    reduce_layer_norm p;
+    CINFER_TRY(reduce_compute_layer_norm(n, &in[0], &p));
     CINFER_TRY(expect_same_dtype(n, in, 1));
-    CINFER_TRY(expect_broadcast_to_tail(n, &in[0], axis, &in[1], "scale"));
+    CINFER_TRY(expect_broadcast_to_tail(n, &in[0], p.axis, &in[1], "scale"));
     shape_copy(&out[0], &in[0]);
     return CINFER_OK;
 }
@@ -189,33 +340,15 @@ static cinfer_status expect_vector(const graph_node *n, const tensor *in, int i,
     return CINFER_OK;
 }
 
-static cinfer_status infer_instance_norm(const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                         int num_out) {
+/* InstanceNormalization, GroupNormalization: scale and bias per channel (or per group). */
+static cinfer_status infer_seg_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    if (in[0].ndim < 2)
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input has rank %d, expected >= 2 ([N,C,...])",
-                          n->op_type, n->name, in[0].ndim);
-    CINFER_TRY(expect_vector(n, in, 1, in[0].dims[1], "scale"));
-    CINFER_TRY(expect_vector(n, in, 2, in[0].dims[1], "B"));
-    shape_copy(&out[0], &in[0]);
-    return CINFER_OK;
-}
-
-static cinfer_status infer_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_in; (void)num_out;
-    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    if (in[0].ndim < 2)
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': input has rank %d, expected >= 2 ([N,C,...])",
-                          n->op_type, n->name, in[0].ndim);
-    int64_t groups = graph_attr_int(n, "num_groups", 0), c = in[0].dims[1];
-    if (groups <= 0 || c % groups != 0)
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': num_groups is %lld, expected a positive divisor "
-                          "of the channel count %lld", n->op_type, n->name, (long long)groups, (long long)c);
-    /* opset 18-20: scale and bias per group; from 21: per channel */
-    int64_t len = n->opset >= 21 ? c : groups;
-    CINFER_TRY(expect_vector(n, in, 1, len, "scale"));
-    CINFER_TRY(expect_vector(n, in, 2, len, "bias"));
+    reduce_seg_norm p;
+    CINFER_TRY(reduce_compute_seg_norm(n, &in[0], &p));
+    bool group = strcmp(n->op_type, "GroupNormalization") == 0;
+    CINFER_TRY(expect_vector(n, in, 1, p.param_len, "scale"));
+    CINFER_TRY(expect_vector(n, in, 2, p.param_len, group ? "bias" : "B"));
     shape_copy(&out[0], &in[0]);
     return CINFER_OK;
 }
@@ -223,20 +356,8 @@ static cinfer_status infer_group_norm(const graph_node *n, const tensor *in, int
 static cinfer_status infer_mvn(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    size_t count = 0;
-    const int64_t *axes = graph_attr_ints(n, "axes", &count);
-    bool seen[CINFER_MAX_DIMS] = {false};
-    if (!axes && in[0].ndim < 4)
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': the default axes [0,2,3] need rank >= 4, got %d",
-                          n->op_type, n->name, in[0].ndim);
-    for (size_t k = 0; axes && k < count; k++) {
-        int a = 0;
-        CINFER_TRY(shape_normalize_axis(n, axes[k], in[0].ndim, &a));
-        if (seen[a])
-            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': axis %lld is listed twice", n->op_type,
-                              n->name, (long long)axes[k]);
-        seen[a] = true;
-    }
+    bool mask[CINFER_MAX_DIMS];
+    CINFER_TRY(reduce_compute_mvn_axes(n, &in[0], mask));
     shape_copy(&out[0], &in[0]);
     return CINFER_OK;
 }
@@ -244,12 +365,9 @@ static cinfer_status infer_mvn(const graph_node *n, const tensor *in, int num_in
 static cinfer_status infer_lp_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    int axis = 0;
-    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    int64_t p = graph_attr_int(n, "p", 2);
-    if (p != 1 && p != 2)
-        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': p is %lld, expected 1 or 2", n->op_type, n->name,
-                          (long long)p);
+    reduce_rows rows;
+    int64_t p;
+    CINFER_TRY(reduce_compute_lp_norm(n, &in[0], &rows, &p));
     shape_copy(&out[0], &in[0]);
     return CINFER_OK;
 }
@@ -273,8 +391,8 @@ const op_schema shape_reduce_schemas[] = {
     {"Hardmax", infer_softmax, 0, 0, 1, 1},
     {"LayerNormalization", infer_layer_norm, 0, OP_FLAG_INPLACE, 2, 3},
     {"RMSNormalization", infer_rms_norm, 0, OP_FLAG_INPLACE, 2, 2},
-    {"InstanceNormalization", infer_instance_norm, 0, OP_FLAG_INPLACE, 3, 3},
-    {"GroupNormalization", infer_group_norm, 0, OP_FLAG_INPLACE, 3, 3},
+    {"InstanceNormalization", infer_seg_norm, 0, OP_FLAG_INPLACE, 3, 3},
+    {"GroupNormalization", infer_seg_norm, 0, OP_FLAG_INPLACE, 3, 3},
     {"MeanVarianceNormalization", infer_mvn, 0, 0, 1, 1},
     {"LpNormalization", infer_lp_norm, 0, OP_FLAG_INPLACE, 1, 1},
     {NULL, NULL, 0, 0, 0, 0},

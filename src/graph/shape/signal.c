@@ -1,8 +1,10 @@
 /* Op schemas of the signal family: windows, DFT, STFT, MelWeightMatrix, RoiAlign, MaxRoiPool, MaxUnpool, Det. */
+#include <math.h>
 #include <string.h>
 
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "graph/shape/signal_params.h"
 
 static const cinfer_dtype float_types[] = {CINFER_DTYPE_FLOAT, CINFER_DTYPE_DOUBLE, CINFER_DTYPE_FLOAT16,
                                            CINFER_DTYPE_BFLOAT16, CINFER_DTYPE_UNDEFINED};
@@ -49,6 +51,18 @@ static cinfer_status infer_window(const graph_node *n, const tensor *in, int num
     out[0].ndim = 1;
     out[0].dims[0] = size;
     return CINFER_OK;
+}
+
+void signal_compute_window(const graph_node *n, int64_t size, signal_window *w) {
+    w->denom = graph_attr_int(n, "periodic", 1) != 0 ? (double)size : (double)(size - 1);
+    w->a0 = 0.5, w->a1 = 0.5, w->a2 = 0.0;
+    if (strcmp(n->op_type, "HammingWindow") == 0) {
+        w->a0 = 25.0 / 46.0;
+        w->a1 = 1.0 - w->a0;
+    } else if (strcmp(n->op_type, "BlackmanWindow") == 0) {
+        w->a0 = 0.42;
+        w->a2 = 0.08;
+    }
 }
 
 /* ---- DFT ---- */
@@ -157,7 +171,82 @@ static cinfer_status infer_mel(const graph_node *n, const tensor *in, int num_in
     return CINFER_OK;
 }
 
+cinfer_status signal_compute_mel(const graph_node *n, int64_t bins, int64_t nspec, int64_t len, int64_t rate,
+                                 double lo_hz, double hi_hz, signal_mel *m) {
+    if (rate <= 0)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MelWeightMatrix node '%s': sample_rate %lld must be positive",
+                          n->name, (long long)rate);
+    m->bins = bins;
+    m->nspec = nspec;
+    m->len = len;
+    m->rate = rate;
+    m->lo_mel = 2595.0 * log1p(lo_hz / 700.0) / log(10.0);
+    double hi_mel = 2595.0 * log1p(hi_hz / 700.0) / log(10.0);
+    m->step = (hi_mel - m->lo_mel) / (double)(bins + 2);
+    return CINFER_OK;
+}
+
+int64_t signal_mel_edge(const signal_mel *m, int64_t i) {
+    double hz = 700.0 * expm1(((double)i * m->step + m->lo_mel) / 2595.0 * log(10.0));
+    return (int64_t)floor((double)(m->len + 1) * hz / (double)m->rate);
+}
+
+cinfer_status signal_check_mel(const graph_node *n, const signal_mel *m) {
+    for (int64_t i = 0; i < m->bins; i++) {
+        int64_t l = signal_mel_edge(m, i), c = signal_mel_edge(m, i + 1), h = signal_mel_edge(m, i + 2);
+        if (l < 0 || h >= m->nspec || c < l || h < c)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MelWeightMatrix node '%s': filter %lld spans bins "
+                              "[%lld, %lld] outside [0, %lld)", n->name, (long long)i, (long long)l, (long long)h,
+                              (long long)m->nspec);
+    }
+    return CINFER_OK;
+}
+
 /* ---- RoiAlign, MaxRoiPool ---- */
+
+void signal_compute_roi_align(const graph_node *n, signal_roi_align *p) {
+    p->max_mode = strcmp(graph_attr_string(n, "mode", "avg"), "max") == 0;
+    /* opsets before 16 only had the output_half_pixel behaviour */
+    const char *ct = graph_attr_string(n, "coordinate_transformation_mode",
+                                       n->opset < 16 ? "output_half_pixel" : "half_pixel");
+    p->half_pixel = strcmp(ct, "half_pixel") == 0;
+    p->sampling_ratio = graph_attr_int(n, "sampling_ratio", 0);
+    p->spatial_scale = graph_attr_float(n, "spatial_scale", 1.0f);
+}
+
+cinfer_status signal_check_roi_align(const graph_node *n, const tensor *rois, const tensor *batch_indices,
+                                     int64_t batch) {
+    if (!rois->data || !batch_indices->data) return CINFER_OK;
+    int64_t count = rois->ndim > 0 ? rois->dims[0] : 0;
+    for (int64_t r = 0; r < count; r++) {
+        int64_t b = tensor_get_int(batch_indices, r);
+        if (b < 0 || b >= batch)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "RoiAlign node '%s': batch_indices[%lld] = %lld is not "
+                              "in [0, %lld)", n->name, (long long)r, (long long)b, (long long)batch);
+        for (int k = 0; k < 4; k++)
+            if (!isfinite(tensor_get_double(rois, r * 4 + k)))
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "RoiAlign node '%s': roi %lld is not finite", n->name,
+                                  (long long)r);
+    }
+    return CINFER_OK;
+}
+
+cinfer_status signal_check_max_roi_pool(const graph_node *n, const tensor *rois, int64_t batch, float spatial_scale) {
+    if (!rois->data) return CINFER_OK;
+    int64_t count = rois->ndim > 0 ? rois->dims[0] : 0;
+    double scale = spatial_scale;
+    for (int64_t r = 0; r < count; r++) {
+        double bv = tensor_get_double(rois, r * 5);
+        if (!(bv >= 0 && bv < (double)batch))
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxRoiPool node '%s': roi %lld has batch index %g, not "
+                              "in [0, %lld)", n->name, (long long)r, bv, (long long)batch);
+        for (int k = 1; k < 5; k++)
+            if (!(fabs(tensor_get_double(rois, r * 5 + k) * scale) < 1e15))
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxRoiPool node '%s': roi %lld is not finite",
+                                  n->name, (long long)r);
+    }
+    return CINFER_OK;
+}
 
 static cinfer_status infer_roi(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in;
@@ -211,9 +300,8 @@ static cinfer_status infer_roi(const graph_node *n, const tensor *in, int num_in
 
 /* ---- MaxUnpool ---- */
 
-static cinfer_status infer_maxunpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_out;
-    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+cinfer_status signal_compute_unpool(const graph_node *n, const tensor *in, int64_t dims[CINFER_MAX_DIMS],
+                                    int64_t *total) {
     const tensor *x = &in[0];
     int sp = x->ndim - 2;
     size_t nk = 0, np_ = 0, ns = 0;
@@ -226,17 +314,41 @@ static cinfer_status infer_maxunpool(const graph_node *n, const tensor *in, int 
     if (!dtype_is_integer(in[1].dtype) || !tensor_same_shape(&in[1], x))
         return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': indices must be integers of X's shape",
                           n->name);
-    shape_copy(&out[0], x);
+    dims[0] = x->dims[0];
+    dims[1] = x->dims[1];
+    *total = x->dims[0] * x->dims[1];
     for (int d = 0; d < sp; d++) {
         int64_t s = strides ? strides[d] : 1;
         if (k[d] < 1 || s < 1)
             return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': kernel_shape and strides must be "
                               "positive", n->name);
         int64_t p = pads ? pads[d] + pads[sp + d] : 0;
-        out[0].dims[2 + d] = (x->dims[2 + d] - 1) * s - p + k[d];
-        if (out[0].dims[2 + d] < 0)
+        dims[2 + d] = (x->dims[2 + d] - 1) * s - p + k[d];
+        if (dims[2 + d] < 0)
             return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': negative output dim", n->name);
+        *total *= dims[2 + d];
     }
+    return CINFER_OK;
+}
+
+cinfer_status signal_check_unpool_indices(const graph_node *n, const tensor *indices, int64_t count, int64_t total) {
+    for (int64_t e = 0; indices->data && e < count; e++) {
+        int64_t idx = tensor_get_int(indices, e);
+        if (idx < 0 || idx >= total)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxUnpool node '%s': index %lld at position %lld is not "
+                              "in [0, %lld)", n->name, (long long)idx, (long long)e, (long long)total);
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status infer_maxunpool(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    const tensor *x = &in[0];
+    int64_t dims[CINFER_MAX_DIMS], total;
+    CINFER_TRY(signal_compute_unpool(n, in, dims, &total));
+    shape_copy(&out[0], x);
+    for (int d = 2; d < x->ndim; d++) out[0].dims[d] = dims[d];
     if (present(in, num_in, 2)) {
         const tensor *os = &in[2];
         if (!dtype_is_integer(os->dtype) || os->ndim != 1 || os->dims[0] != x->ndim)

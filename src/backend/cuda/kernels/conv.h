@@ -11,16 +11,11 @@
 #include <cuda_runtime_api.h>
 
 #include "cinfer/cinfer.h"
+#include "graph/shape/conv_types.h" /* conv_geom: the window in 3-D form */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A sliding window in 3-D form (spatial ranks 1 and 2 run with leading size-1 dims): input and output spatial
- * dims, kernel, strides, dilations, begin and end pads. */
-typedef struct conv_geom {
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-} conv_geom;
 
 /* dst[p, o] = src[p, o - off] where that lies inside src (else 0), plus bias[p % channels] when bias is given:
  * padding (off = lead pads) and cropping (off = -crop) of `planes` 3-D planes. */

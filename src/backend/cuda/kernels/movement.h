@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cinfer/cinfer.h"
+#include "graph/shape/movement_types.h" /* movement_view, movement_reduction */
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,15 +19,6 @@ extern "C" {
 
 /* ---------------------------------------------------------------- strided copies (movement.cu) */
 
-#define MOVEMENT_VIEW_DIMS (2 * CINFER_MAX_DIMS) /* Tile views each dim as (repeat, dim) */
-
-/* What a copy reads: the (contiguous) output's dims and, per dim, the source stride in elements. A stride may be
- * 0 (repeat an element: Expand, Tile) or negative (Slice with negative steps). */
-typedef struct movement_view {
-    int ndim;
-    int64_t dims[MOVEMENT_VIEW_DIMS];
-    int64_t stride[MOVEMENT_VIEW_DIMS];
-} movement_view;
 
 /* dst (contiguous, v's dims) = the elements of src that v describes. Simplifies the view first (drops size-1
  * dims, merges contiguous neighbours) and takes a tiled path for transposes. */
@@ -137,13 +129,6 @@ cudaError_t movement_launch_onehot(void *dst, const void *idx, cinfer_dtype idx_
  * of (slot, row) pairs, then one thread per (run of equal slots, slice element) applying the run's updates in
  * row order. Scratch layout: keys_in, keys_out (uint64), rows_in, rows_out (int64), then the sort's own
  * temporary storage. */
-typedef enum movement_reduction {
-    MOVEMENT_RED_NONE = 0,
-    MOVEMENT_RED_ADD,
-    MOVEMENT_RED_MUL,
-    MOVEMENT_RED_MAX,
-    MOVEMENT_RED_MIN,
-} movement_reduction;
 
 /* Bits that hold every key in [0, sentinel]. */
 int movement_scatter_key_bits(uint64_t sentinel);

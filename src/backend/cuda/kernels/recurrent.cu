@@ -28,23 +28,23 @@ __device__ __forceinline__ double tanh_c(double x) { return tanh(x); }
 __device__ __forceinline__ float log1p_c(float x) { return log1pf(x); }
 __device__ __forceinline__ double log1p_c(double x) { return log1p(x); }
 
-template <typename C> __device__ C act_apply(const rnn_act_fn &a, C x) {
+template <typename C> __device__ C act_apply(const recurrent_act &a, C x) {
     const C al = (C)a.alpha, be = (C)a.beta, zero = (C)0, one = (C)1;
     switch (a.kind) {
-    case RNN_ACT_SIGMOID: return one / (one + exp_c(-x));
-    case RNN_ACT_TANH: return tanh_c(x);
-    case RNN_ACT_RELU: return x > 0 ? x : zero;
-    case RNN_ACT_AFFINE: return add_rn(mul_rn(al, x), be);
-    case RNN_ACT_LEAKY_RELU: return x >= 0 ? x : mul_rn(al, x);
-    case RNN_ACT_THRESHOLDED_RELU: return x > al ? x : zero;
-    case RNN_ACT_SCALED_TANH: return mul_rn(al, tanh_c(mul_rn(be, x)));
-    case RNN_ACT_HARD_SIGMOID: {
+    case RECURRENT_ACT_SIGMOID: return one / (one + exp_c(-x));
+    case RECURRENT_ACT_TANH: return tanh_c(x);
+    case RECURRENT_ACT_RELU: return x > 0 ? x : zero;
+    case RECURRENT_ACT_AFFINE: return add_rn(mul_rn(al, x), be);
+    case RECURRENT_ACT_LEAKY_RELU: return x >= 0 ? x : mul_rn(al, x);
+    case RECURRENT_ACT_THRESHOLDED_RELU: return x > al ? x : zero;
+    case RECURRENT_ACT_SCALED_TANH: return mul_rn(al, tanh_c(mul_rn(be, x)));
+    case RECURRENT_ACT_HARD_SIGMOID: {
         const C v = add_rn(mul_rn(al, x), be);
         return v < 0 ? zero : v > 1 ? one : v;
     }
-    case RNN_ACT_ELU: return x >= 0 ? x : mul_rn(al, exp_c(x) - one);
-    case RNN_ACT_SOFTSIGN: return x / (one + (x < 0 ? -x : x));
-    case RNN_ACT_SOFTPLUS: return x > 0 ? x + log1p_c(exp_c(-x)) : log1p_c(exp_c(x)); // no overflow for large x
+    case RECURRENT_ACT_ELU: return x >= 0 ? x : mul_rn(al, exp_c(x) - one);
+    case RECURRENT_ACT_SOFTSIGN: return x / (one + (x < 0 ? -x : x));
+    case RECURRENT_ACT_SOFTPLUS: return x > 0 ? x + log1p_c(exp_c(-x)) : log1p_c(exp_c(x)); // no overflow for large x
     default: return x;
     }
 }
@@ -74,7 +74,7 @@ template <typename T> __global__ void step_kernel(rnn_step_args a, int64_t n) {
         const C *xr = (const C *)a.xw + (d * S * B + (a.layout ? b * S + t : t * B + b)) * GH;
         const C *bias = (const C *)a.bias + d * GH;
         C *g = (C *)a.hr + db * GH, *h = (C *)a.h + db * H;
-        const rnn_act_fn *act = a.act[d];
+        const recurrent_act *act = a.act[d];
         C hn, cn = (C)0;
         if (a.phase == RNN_PHASE_GRU_RESET) { // z and r; z stays in the gate buffer for the hidden phase
             const C z = act_apply(act[0], clip_to(a, add_rn(g[j], add_rn(xr[j], bias[j]))));

@@ -10,21 +10,11 @@
 #include <cuda_runtime_api.h>
 
 #include "cinfer/cinfer.h"
+#include "graph/shape/recurrent_types.h" /* recurrent_act, RECURRENT_ACT_*: the activation functions */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Activation functions as the spec names them; alpha and beta as the node gives them or their defaults. */
-enum {
-    RNN_ACT_SIGMOID, RNN_ACT_TANH, RNN_ACT_RELU, RNN_ACT_AFFINE, RNN_ACT_LEAKY_RELU, RNN_ACT_THRESHOLDED_RELU,
-    RNN_ACT_SCALED_TANH, RNN_ACT_HARD_SIGMOID, RNN_ACT_ELU, RNN_ACT_SOFTSIGN, RNN_ACT_SOFTPLUS,
-};
-
-typedef struct rnn_act_fn {
-    int kind;
-    float alpha, beta;
-} rnn_act_fn;
 
 /* What one rnn_step launch does: the whole cell (LSTM, RNN, GRU with linear_before_reset), or GRU's two halves
  * around the second recurrent GEMM (z and r with tmp = r * h, then the hidden gate and h). */
@@ -42,7 +32,7 @@ typedef struct rnn_step_args {
     int layout;
     bool reverse, lbr, input_forget, has_clip;
     float clip;
-    rnn_act_fn act[2][3]; /* [direction][f, g, h] */
+    recurrent_act act[2][3]; /* [direction][f, g, h] */
     const void *lens;
     bool lens64;
     const void *xw, *bias, *rbh, *tmp2;

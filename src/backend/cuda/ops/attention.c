@@ -1,12 +1,12 @@
 /* CUDA kernels of the attention family (host side): the kernel table, RotaryEmbedding, Swish, SwiGLU,
- * LinearAttention and CausalConvWithState; Attention itself is in attention_sdpa.c. Attributes and shapes are
- * read as the CPU kernels (backend/cpu/attention.c, attention_recurrent.c) read them. */
-#include <math.h>
+ * LinearAttention and CausalConvWithState; Attention itself is in attention_sdpa.c. Attributes and shapes come
+ * from graph/shape/attention_params.h, as for the CPU kernels. */
 #include <string.h>
 
 #include "backend/cuda/kernels/attention.h"
 #include "backend/cuda/ops/attention_family.h"
 #include "core/status.h"
+#include "graph/shape/attention_params.h"
 
 /* ---- RotaryEmbedding ---- */
 
@@ -16,37 +16,15 @@ static cinfer_status run_rotary(cuda_exec *x, const graph_node *n, const tensor 
     const tensor *xt = &in[0];
     const cinfer_dtype t = xt->dtype;
     if (!cuda_attn_is_float(t)) return cuda_unsupported_dtype(n, t);
-    const bool rank4 = xt->ndim == 4;
-    const int64_t batch = xt->dims[0];
-    int64_t heads, seq, head;
-    if (rank4) {
-        heads = xt->dims[1];
-        seq = xt->dims[2];
-        head = xt->dims[3];
-    } else {
-        heads = graph_attr_int(n, "num_heads", 1);
-        if (heads <= 0)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "RotaryEmbedding node '%s': num_heads is %lld, expected > 0",
-                              n->name, (long long)heads);
-        seq = xt->dims[1];
-        head = xt->dims[2] / heads;
-    }
-    int64_t rot = graph_attr_int(n, "rotary_embedding_dim", 0);
-    if (rot == 0) rot = head;
-    const int64_t half = rot / 2;
-    const bool interleaved = graph_attr_int(n, "interleaved", 0) != 0;
+    attention_rotary a;
+    CINFER_TRY(attention_compute_rotary(n, in, num_in, &a));
+    const bool rank4 = a.rank4, interleaved = a.interleaved;
+    const int64_t batch = a.batch, heads = a.heads, seq = a.seq, head = a.head, half = a.rot / 2;
     const bool has_pos = num_in > 3 && in[3].dtype != CINFER_DTYPE_UNDEFINED && in[3].data != NULL;
     const int64_t max_pos = in[1].dims[0];
     /* Position ids are device data: they can be checked here only when the host knows them (constants); the kernel
      * turns the rows of any other out-of-range id into NaN. */
-    if (has_pos && in[3].host_data) {
-        const int64_t *pos = in[3].host_data;
-        for (int64_t i = 0; i < batch * seq; i++)
-            if (pos[i] < 0 || pos[i] >= max_pos)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "RotaryEmbedding node '%s': position_ids[%lld] is %lld, "
-                                  "expected 0 <= id < %lld (cos_cache rows)", n->name, (long long)i,
-                                  (long long)pos[i], (long long)max_pos);
-    }
+    if (has_pos) CINFER_TRY(attention_check_positions(n, in[3].host_data, batch * seq, max_pos));
     return cuda_check_launch(n, "rotary", attn_rotary(t, xt->data, in[1].data, in[2].data,
                                                       has_pos ? (const int64_t *)in[3].data : NULL, out[0].data,
                                                       batch * seq * heads, heads, seq, head, half, max_pos, rank4,
@@ -82,22 +60,10 @@ static cinfer_status run_linear_attention(cuda_exec *x, const graph_node *n, con
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     const cinfer_dtype t = q->dtype;
     if (!cuda_attn_is_float(t)) return cuda_unsupported_dtype(n, t);
-    attn_linear_args a;
-    memset(&a, 0, sizeof a);
-    a.qh = graph_attr_int(n, "q_num_heads", 1);
-    a.kvh = graph_attr_int(n, "kv_num_heads", 1);
-    if (a.qh <= 0 || a.kvh <= 0 || a.qh % a.kvh != 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LinearAttention node '%s': q_num_heads (%lld) must be a "
-                          "positive multiple of kv_num_heads (%lld)", n->name, (long long)a.qh, (long long)a.kvh);
-    a.batch = q->dims[0];
-    a.seq = q->dims[1];
-    a.dk = q->dims[2] / a.qh;
-    a.dv = v->dims[2] / a.kvh;
-    a.t = t;
-    a.q = q->data;
-    a.k = k->data;
-    a.v = v->data;
-    a.y = out[0].data;
+    attention_linear lp;
+    CINFER_TRY(attention_compute_linear(n, in, num_in, &lp));
+    attn_linear_args a = {.qh = lp.qh, .kvh = lp.kvh, .batch = lp.batch, .seq = lp.seq, .dk = lp.dk, .dv = lp.dv,
+                          .t = t, .q = q->data, .k = k->data, .v = v->data, .y = out[0].data, .scale = lp.scale};
     if (cuda_attn_present(in, num_in, 3)) {
         a.past = in[3].data;
         a.past_dtype = in[3].dtype;
@@ -116,8 +82,6 @@ static cinfer_status run_linear_attention(cuda_exec *x, const graph_node *n, con
     const void *given[3] = {a.past, a.decay, a.beta};
     for (int i = 0; i < 3; i++)
         if (given[i] && !cuda_attn_is_float(types[i])) return cuda_unsupported_dtype(n, types[i]);
-    a.scale = graph_attr_float(n, "scale", 0.0f);
-    if (a.scale == 0.0f) a.scale = (float)(1.0 / sqrt((double)a.dk));
     if (num_out > 1 && out[1].data) {
         a.state_out = out[1].data;
         a.state_dtype = out[1].dtype;
@@ -144,9 +108,10 @@ static cinfer_status run_causal_conv(cuda_exec *x, const graph_node *n, const te
     const tensor *xt = &in[0], *w = &in[1];
     const cinfer_dtype t = xt->dtype;
     if (!cuda_attn_is_float(t)) return cuda_unsupported_dtype(n, t);
-    const int64_t batch = xt->dims[0], channels = xt->dims[1], len = xt->dims[2], k = w->dims[2];
-    const char *act = graph_attr_string(n, "activation", "none");
-    const bool silu = strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0;
+    attention_causal_conv p;
+    CINFER_TRY(attention_compute_causal_conv(n, in, num_in, &p));
+    const int64_t batch = p.batch, channels = p.channels, len = p.len, k = p.k;
+    const bool silu = p.silu;
     const void *bias = cuda_attn_present(in, num_in, 2) ? in[2].data : NULL;
     const void *past = cuda_attn_present(in, num_in, 3) ? in[3].data : NULL;
     void *state = num_out > 1 && out[1].data ? out[1].data : NULL;

@@ -17,6 +17,7 @@
 #include "backend/cuda/kernels/attention_sdpa.h"
 #include "backend/cuda/ops/attention_family.h"
 #include "core/status.h"
+#include "graph/shape/attention_params.h"
 
 /* Score floats per chunk of (batch, kv head) units (a single unit may exceed it). */
 #define ATTN_SCORE_BUDGET ((int64_t)1 << 26)
@@ -127,49 +128,22 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
     if (!cuda_attn_is_float(qt)) return cuda_unsupported_dtype(n, qt);
     if (!cuda_attn_is_float(vt)) return cuda_unsupported_dtype(n, vt);
 
-    const bool rank3 = q->ndim == 3;
-    const int64_t batch = q->dims[0];
-    int64_t qh, kvh, sq, skv, hd, hdv;
-    if (rank3) {
-        qh = graph_attr_int(n, "q_num_heads", 1);
-        kvh = graph_attr_int(n, "kv_num_heads", 1);
-        if (qh <= 0 || kvh <= 0)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "Attention node '%s': q_num_heads %lld and kv_num_heads "
-                              "%lld must be positive", n->name, (long long)qh, (long long)kvh);
-        sq = q->dims[1];
-        skv = k->dims[1];
-        hd = q->dims[2] / qh;
-        hdv = v->dims[2] / kvh;
-    } else {
-        qh = q->dims[1];
-        kvh = k->dims[1];
-        sq = q->dims[2];
-        skv = k->dims[2];
-        hd = q->dims[3];
-        hdv = v->dims[3];
-    }
-    const bool has_past = cuda_attn_present(in, num_in, 4) && cuda_attn_present(in, num_in, 5);
-    const int64_t past = has_past ? in[4].dims[2] : 0, total = past + skv;
-    if (kvh <= 0 || qh % kvh != 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Attention node '%s': %lld query heads are not a multiple of "
-                          "%lld key/value heads", n->name, (long long)qh, (long long)kvh);
-    const int64_t rep = qh / kvh;
+    attention_sdpa a;
+    CINFER_TRY(attention_compute_sdpa(n, in, num_in, &a));
+    const bool rank3 = a.rank3;
+    const bool has_past = cuda_attn_present(in, num_in, 4) && cuda_attn_present(in, num_in, 5); /* with data */
+    const int64_t batch = a.batch, qh = a.qh, kvh = a.kvh, sq = a.sq, skv = a.skv, hd = a.hd, hdv = a.hdv;
+    const int64_t past = has_past ? a.past : 0, total = past + skv, rep = qh / kvh;
 
     attn_row_args ra;
     memset(&ra, 0, sizeof ra);
-    const float softcap = graph_attr_float(n, "softcap", 0.0f);
+    const float softcap = a.softcap;
     ra.rt = rnd_for(qt);
     /* bfloat16 divided by a Python float promotes to float32 in ml_dtypes: with a softcap the reference runs the
      * rest in float32 and casts the probabilities back */
     ra.rb = qt == CINFER_DTYPE_BFLOAT16 && softcap > 0 ? ATTN_RND_NONE : ra.rt;
-    ra.rs = ra.rb;
-    if (graph_node_attr(n, "softmax_precision"))
-        ra.rs = rnd_for((cinfer_dtype)graph_attr_int(n, "softmax_precision", CINFER_DTYPE_FLOAT));
-    ra.mode = (int)graph_attr_int(n, "qk_matmul_output_mode", 0);
-    ra.causal = graph_attr_int(n, "is_causal", 0) != 0;
-    ra.left = n->opset >= 25 ? graph_attr_int(n, "left_window_size", -1) : -1;
-    ra.right = n->opset >= 25 ? graph_attr_int(n, "right_window_size", -1) : -1;
-    ra.window = ra.left >= 0 || ra.right >= 0;
+    ra.rs = a.has_softmax_precision ? rnd_for(a.softmax_precision) : ra.rb;
+    ra.mode = a.mode, ra.causal = a.causal, ra.left = a.left, ra.right = a.right, ra.window = a.window;
     ra.has_past = has_past;
     ra.nonpad = cuda_attn_present(in, num_in, 6) && !has_past ? (const int64_t *)in[6].data : NULL;
     ra.softcap = softcap > 0 ? host_rnd(ra.rb, softcap) : 0.0f;
@@ -178,9 +152,7 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
     ra.total = total;
     ra.past = past;
     /* the reference multiplies Q and K each by sqrt(scale), cast to the input type */
-    const double scale =
-        graph_node_attr(n, "scale") ? (double)graph_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)hd);
-    const float sf = host_rnd(ra.rt, (float)sqrt(scale));
+    const float sf = host_rnd(ra.rt, (float)sqrt(a.scale));
     if (cuda_attn_present(in, num_in, 3)) {
         const tensor *mask = &in[3];
         int64_t md[4] = {1, 1, 1, 1};

@@ -10,7 +10,7 @@
  *
  * cuDNN descriptors and the chosen algorithm are cached per problem (dtype, dims, window, group, device) in a
  * process-wide table that only grows: entries are immutable once published, so any session thread may use them
- * without holding the lock. The geometry follows the CPU kernels (backend/cpu/conv.c) exactly. */
+ * without holding the lock. The window geometry is graph/shape/conv_params.h's, as the CPU kernels' is. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,97 +19,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/conv.h"
 #include "core/status.h"
-
-enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
-
-/* ---- window geometry (as backend/cpu/conv.c reads it) ---- */
-
-static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
-static cinfer_status read_attr_ints(const graph_node *n, const char *name, int want, int off, int64_t min,
-                                    int64_t *dst) {
-    size_t cnt = 0;
-    const int64_t *v = graph_attr_ints(n, name, &cnt);
-    if (!v) return CINFER_OK;
-    if ((int)cnt != want)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute %s has %zu values, expected %d",
-                          n->op_type, n->name, name, cnt, want);
-    for (int i = 0; i < want; i++) {
-        if (v[i] < min)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute %s[%d] is %lld, expected >= %lld",
-                              n->op_type, n->name, name, i, (long long)v[i], (long long)min);
-        dst[off + i] = v[i];
-    }
-    return CINFER_OK;
-}
-
-static int read_auto_pad(const graph_node *n) {
-    const char *ap = graph_attr_string(n, "auto_pad", "NOTSET");
-    if (strcmp(ap, "SAME_UPPER") == 0) return PAD_SAME_UPPER;
-    if (strcmp(ap, "SAME_LOWER") == 0) return PAD_SAME_LOWER;
-    if (strcmp(ap, "VALID") == 0) return PAD_VALID;
-    return PAD_NOTSET;
-}
-
-/* The window of node n for input x and (already shaped) output y in 3-D form; *nsp gets the spatial rank. The
- * kernel size comes from the weights w when given, else from kernel_shape. `transpose` selects ConvTranspose's
- * SAME padding rule. */
-static cinfer_status geom_read(const graph_node *n, const tensor *x, const tensor *y, const tensor *w,
-                               bool use_dilation, bool transpose, conv_geom *g, int *nsp_out) {
-    int nsp = x->ndim - 2;
-    if (nsp < 1 || nsp > 3 || y->ndim != x->ndim || (w && w->ndim != x->ndim))
-        return core_error(CINFER_ERR_UNSUPPORTED,
-                          "%s node '%s': the CUDA kernel handles 1-3 spatial dims, got X rank %d (W, Y must match)",
-                          n->op_type, n->name, x->ndim);
-    int off = 3 - nsp;
-    for (int i = 0; i < 3; i++) {
-        g->in[i] = g->out[i] = g->k[i] = g->s[i] = g->d[i] = 1;
-        g->pb[i] = g->pe[i] = 0;
-    }
-    for (int i = 0; i < nsp; i++) {
-        g->in[off + i] = x->dims[2 + i];
-        g->out[off + i] = y->dims[2 + i];
-        if (w) g->k[off + i] = w->dims[2 + i];
-    }
-    if (!w) {
-        size_t cnt = 0;
-        if (!graph_attr_ints(n, "kernel_shape", &cnt))
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': attribute kernel_shape is required",
-                              n->op_type, n->name);
-        CINFER_TRY(read_attr_ints(n, "kernel_shape", nsp, off, 1, g->k));
-    }
-    CINFER_TRY(read_attr_ints(n, "strides", nsp, off, 1, g->s));
-    if (use_dilation) CINFER_TRY(read_attr_ints(n, "dilations", nsp, off, 1, g->d));
-    int64_t pads[6] = {0, 0, 0, 0, 0, 0};
-    CINFER_TRY(read_attr_ints(n, "pads", 2 * nsp, 0, 0, pads));
-    int64_t opad[3] = {0, 0, 0};
-    if (transpose) CINFER_TRY(read_attr_ints(n, "output_padding", nsp, off, 0, opad));
-    int ap = read_auto_pad(n);
-    for (int i = 0; i < nsp; i++) {
-        int j = off + i;
-        int64_t dk = (g->k[j] - 1) * g->d[j] + 1;
-        if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
-            int64_t total;
-            if (transpose) {
-                total = g->s[j] * (g->in[j] - 1) + opad[j] + dk - g->out[j];
-                g->pb[j] = ap == PAD_SAME_UPPER ? floor_div(total, 2) : total - floor_div(total, 2);
-            } else {
-                total = (g->out[j] - 1) * g->s[j] + dk - g->in[j];
-                if (total < 0) total = 0;
-                g->pb[j] = ap == PAD_SAME_UPPER ? total / 2 : total - total / 2;
-            }
-            g->pe[j] = total - g->pb[j];
-        } else if (ap == PAD_NOTSET) {
-            g->pb[j] = pads[i];
-            g->pe[j] = pads[nsp + i];
-        }
-    }
-    *nsp_out = nsp;
-    return CINFER_OK;
-}
-
-static int64_t geom_in_size(const conv_geom *g) { return g->in[0] * g->in[1] * g->in[2]; }
-static int64_t geom_out_size(const conv_geom *g) { return g->out[0] * g->out[1] * g->out[2]; }
+#include "graph/shape/conv_params.h"
 
 static bool conv_dtype(cinfer_dtype t) {
     return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_DOUBLE || t == CINFER_DTYPE_FLOAT16 ||
@@ -411,19 +321,15 @@ static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *i
     if (w->dtype != xt->dtype || (b && b->dtype != xt->dtype) || y->dtype != xt->dtype)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B and Y must share one dtype", n->name);
     conv_geom g;
-    int nsp;
-    CINFER_TRY(geom_read(n, xt, y, w, true, false, &g, &nsp));
-    int64_t group = graph_attr_int(n, "group", 1);
+    int64_t group;
+    CINFER_TRY(conv_compute_conv(n, xt, w, b, y, "CUDA", &g, &group));
+    const int nsp = xt->ndim - 2;
     int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
-    if (group < 1 || c % group || m % group || w->dims[0] != m || w->dims[1] * group != c || batch != y->dims[0] ||
-        (b && tensor_numel(b) != m))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B shapes do not fit group %lld", n->name,
-                          (long long)group);
     const bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0;
-    const int64_t out_size = geom_out_size(&g);
+    const int64_t out_size = g.out_size;
     if (batch * m * out_size == 0) return CINFER_OK;
     const void *bias = b ? b->data : NULL;
-    if (c == 0 || geom_in_size(&g) == 0) /* no input taps: Y is the bias */
+    if (c == 0 || g.in_size == 0) /* no input taps: Y is the bias */
         return cuda_check_launch(n, "Conv bias fill", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
                                                                            bias, true, relu, x->stream));
     bool done = false;
@@ -495,7 +401,7 @@ static cinfer_status conv_transpose_cudnn(cuda_exec *x, const graph_node *n, con
         if (direct) {
             if (bias)
                 st = cuda_check_launch(n, "ConvTranspose bias",
-                                       conv_launch_bias_act(xt->dtype, y->data, batch * m, m, geom_out_size(g), bias,
+                                       conv_launch_bias_act(xt->dtype, y->data, batch * m, m, g->out_size, bias,
                                                             false, false, x->stream));
         } else {
             conv_shift sh;
@@ -523,18 +429,14 @@ static cinfer_status run_conv_transpose(cuda_exec *x, const graph_node *n, const
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "ConvTranspose node '%s': X, W, B and Y must share one dtype",
                           n->name);
     conv_geom g;
-    int nsp;
-    CINFER_TRY(geom_read(n, xt, y, w, true, true, &g, &nsp));
-    int64_t group = graph_attr_int(n, "group", 1);
+    int64_t group;
+    CINFER_TRY(conv_compute_conv(n, xt, w, b, y, "CUDA", &g, &group));
+    const int nsp = xt->ndim - 2;
     int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
-    if (group < 1 || c % group || m % group || w->dims[0] != c || w->dims[1] * group != m || batch != y->dims[0] ||
-        (b && tensor_numel(b) != m))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "ConvTranspose node '%s': X, W, B shapes do not fit group %lld",
-                          n->name, (long long)group);
-    const int64_t out_size = geom_out_size(&g);
+    const int64_t out_size = g.out_size;
     if (batch * m * out_size == 0) return CINFER_OK;
     const void *bias = b ? b->data : NULL;
-    if (c == 0 || geom_in_size(&g) == 0) /* no input: Y is the bias */
+    if (c == 0 || g.in_size == 0) /* no input: Y is the bias */
         return cuda_check_launch(n, "ConvTranspose bias fill",
                                  conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, true, false,
                                                       x->stream));
@@ -608,28 +510,15 @@ static cinfer_status run_pool(cuda_exec *x, const graph_node *n, const tensor *i
     const tensor *xt = &in[0];
     tensor *y = &out[0];
     if (!conv_dtype(xt->dtype) || y->dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
-    bool dil = kind == CONV_POOL_MAX || (kind == CONV_POOL_AVG && n->opset >= 19) ||
-               (kind == CONV_POOL_LP && n->opset >= 18);
     conv_geom g;
-    int nsp;
-    CINFER_TRY(geom_read(n, xt, y, NULL, dil, false, &g, &nsp));
-    if (xt->dims[0] != y->dims[0] || xt->dims[1] != y->dims[1])
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output batch/channels differ from the input",
-                          n->op_type, n->name);
+    conv_pool pool;
+    CINFER_TRY(conv_compute_pool(n, in, out, num_out, "CUDA", &g, &pool));
     int64_t *idx = num_out > 1 && out[1].data ? out[1].data : NULL;
-    if (idx && (out[1].dtype != CINFER_DTYPE_INT64 || tensor_numel(&out[1]) != tensor_numel(y)))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxPool node '%s': Indices must be int64 shaped like Y",
-                          n->name);
-    bool col_major = graph_attr_int(n, "storage_order", 0) == 1;
-    bool include_pad = graph_attr_int(n, "count_include_pad", 0) != 0;
-    int64_t p = graph_attr_int(n, "p", 2);
-    if (kind == CONV_POOL_LP && p < 1)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LpPool node '%s': p must be >= 1", n->name);
     int64_t planes = xt->dims[0] * xt->dims[1];
-    if (planes * geom_out_size(&g) == 0) return CINFER_OK;
+    if (planes * g.out_size == 0) return CINFER_OK;
     return cuda_check_launch(n, n->op_type,
                              conv_launch_pool(xt->dtype, kind, xt->data, y->data, kind == CONV_POOL_MAX ? idx : NULL,
-                                              planes, g, include_pad, p, col_major, x->stream));
+                                              planes, g, pool.include_pad, pool.p, pool.col_major, x->stream));
 }
 
 static cinfer_status run_maxpool(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -653,19 +542,12 @@ static cinfer_status run_lppool(cuda_exec *x, const graph_node *n, const tensor 
 static cinfer_status run_global_pool(cuda_exec *x, const graph_node *n, const tensor *in, tensor *out, int kind) {
     const tensor *xt = &in[0];
     if (!conv_dtype(xt->dtype) || out[0].dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
-    if (xt->ndim < 2)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': X must have rank >= 2", n->op_type, n->name);
-    int64_t planes = xt->dims[0] * xt->dims[1];
-    if (tensor_numel(&out[0]) != planes)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output must hold one value per (N, C)",
-                          n->op_type, n->name);
-    int64_t size = planes > 0 ? tensor_numel(xt) / planes : 0;
-    int64_t p = graph_attr_int(n, "p", 2);
-    if (kind == CONV_POOL_LP && p < 1)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "GlobalLpPool node '%s': p must be >= 1", n->name);
+    int64_t planes, size;
+    conv_pool pool;
+    CINFER_TRY(conv_compute_global_pool(n, xt, &out[0], &planes, &size, &pool));
     if (planes == 0) return CINFER_OK;
     return cuda_check_launch(n, n->op_type,
-                             conv_launch_global_pool(xt->dtype, kind, xt->data, out[0].data, planes, size, p,
+                             conv_launch_global_pool(xt->dtype, kind, xt->data, out[0].data, planes, size, pool.p,
                                                      x->stream));
 }
 

@@ -14,25 +14,6 @@ cinfer_status cuda_image_run_resize(cuda_exec *x, const graph_node *n, const ten
 
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-static bool dtype_interpolable(cinfer_dtype t) {
-    switch (t) {
-    case CINFER_DTYPE_FLOAT: case CINFER_DTYPE_DOUBLE: case CINFER_DTYPE_FLOAT16: case CINFER_DTYPE_BFLOAT16:
-    case CINFER_DTYPE_INT8: case CINFER_DTYPE_UINT8: case CINFER_DTYPE_INT16: case CINFER_DTYPE_UINT16:
-    case CINFER_DTYPE_INT32: case CINFER_DTYPE_UINT32: case CINFER_DTYPE_INT64: case CINFER_DTYPE_UINT64:
-        return true;
-    default: return false;
-    }
-}
-
-/* Taps per output position (the CPU kernel's rule): 2 (nearest picks one of them), 2 (linear), 4 (cubic);
- * antialiased filters widen by 1/scale when downsampling. */
-static int tap_count(const image_resize *p, double scale) {
-    double s = scale < 1 ? scale : 1;
-    if (p->antialias && p->mode == RESIZE_LINEAR) return 2 - 2 * (int)(floor(-1 / s) + 1);
-    if (p->antialias && p->mode == RESIZE_CUBIC) return 2 - 2 * (int)(floor(-2 / s) + 1);
-    return p->mode == RESIZE_CUBIC ? 4 : 2;
-}
-
 static int kernel_mode(image_resize_mode m) {
     switch (m) {
     case RESIZE_LINEAR: return CUDA_RESIZE_LINEAR;
@@ -112,19 +93,10 @@ cinfer_status cuda_image_run_resize(cuda_exec *x, const graph_node *n, const ten
     size_t es = cinfer_dtype_size(X->dtype);
     if (es == 0) return cuda_unsupported_dtype(n, X->dtype);
     bool nearest = p.mode == RESIZE_NEAREST;
-    if (!nearest && !dtype_interpolable(X->dtype)) return cuda_unsupported_dtype(n, X->dtype);
+    if (!nearest && !image_resize_interpolable(X->dtype)) return cuda_unsupported_dtype(n, X->dtype);
 
-    /* pass order (linear, cubic): shrinking axes first, then the innermost first, as the CPU kernel */
-    int order[CINFER_MAX_DIMS], passes = 0;
-    for (int d = r - 1; d >= 0; d--) {
-        if (nearest || !p.resized[d]) continue;
-        int k = passes++;
-        while (k > 0 && p.scale[order[k - 1]] > p.scale[d]) {
-            order[k] = order[k - 1];
-            k--;
-        }
-        order[k] = d;
-    }
+    /* pass order (linear, cubic): image_resize_pass_order's, as the CPU kernel's */
+    int order[CINFER_MAX_DIMS], passes = image_resize_pass_order(&p, order);
     if (!nearest && passes == 0) {
         if (y->data == X->data) return CINFER_OK;
         return cuda_check_launch(n, "Resize copy",
@@ -138,7 +110,7 @@ cinfer_status cuda_image_run_resize(cuda_exec *x, const graph_node *n, const ten
     for (int d = 0; d < r; d++) {
         ntaps[d] = 0;
         if (!nearest && !p.resized[d]) continue;
-        ntaps[d] = nearest ? 2 : tap_count(&p, p.scale[d]);
+        ntaps[d] = nearest ? 2 : image_resize_tap_count(&p, p.scale[d]);
         if (!nearest && ntaps[d] > 4096)
             return core_error(CINFER_ERR_UNSUPPORTED, "Resize node '%s': the antialias filter of axis %d needs %d taps",
                               n->name, d, ntaps[d]);

@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/linalg.h"
 #include "core/status.h"
+#include "graph/shape/linalg_params.h"
 
 /* ---- cuBLASLt plans ---- */
 
@@ -371,37 +372,23 @@ static cinfer_status run_matmul(cuda_exec *x, const graph_node *n, const tensor 
     const tensor *a = &in[0], *b = &in[1];
     tensor *y = &out[0];
     if (!lt_dtype(a->dtype) && !int_dtype(a->dtype)) return cuda_unsupported_dtype(n, a->dtype);
-    if (a->ndim < 1 || b->ndim < 1 || b->dtype != a->dtype)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT,
-                          "MatMul node '%s': operands must be tensors of rank >= 1 and one dtype", n->name);
-    int64_t m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2], k = a->dims[a->ndim - 1];
-    int64_t nn = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
-    int64_t kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
-    if (kb != k)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MatMul node '%s': inner dimensions differ (%lld vs %lld)",
-                          n->name, (long long)k, (long long)kb);
+    linalg_matmul p; /* dims and broadcast batch geometry */
+    CINFER_TRY(linalg_compute_matmul(n, in, &p));
+    int64_t m = p.m;
+    const int64_t k = p.k, nn = p.n, batch = p.batch;
     int64_t total = tensor_numel(y);
     if (total == 0) return CINFER_OK;
     if (k == 0)
         return cuda_check_launch(n, "MatMul zero fill",
                                  cudaMemsetAsync(y->data, 0, (size_t)total * cinfer_dtype_size(y->dtype), x->stream));
-    int ra = a->ndim > 2 ? a->ndim - 2 : 0, rb = b->ndim > 2 ? b->ndim - 2 : 0;
+    const int rb = p.b_batch_rank;
     linalg_batch bt;
     memset(&bt, 0, sizeof bt);
-    bt.nb = ra > rb ? ra : rb;
-    int64_t batch = 1, acc_a = 1, acc_b = 1;
-    for (int d = bt.nb - 1; d >= 0; d--) {
-        int ia = d - (bt.nb - ra), ib = d - (bt.nb - rb);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        if (da != db && da != 1 && db != 1)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MatMul node '%s': batch dims %lld and %lld do not broadcast",
-                              n->name, (long long)da, (long long)db);
-        bt.dims[d] = da > db ? da : db;
-        bt.sa[d] = da == 1 ? 0 : acc_a;
-        bt.sb[d] = db == 1 ? 0 : acc_b;
-        acc_a *= da;
-        acc_b *= db;
-        batch *= bt.dims[d];
+    bt.nb = p.nb;
+    for (int d = 0; d < p.nb; d++) {
+        bt.dims[d] = p.batch_dims[d];
+        bt.sa[d] = p.stride_a[d];
+        bt.sb[d] = p.stride_b[d];
     }
     if (batch * m * nn != total)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "MatMul node '%s': output holds %lld values, expected %lld",
@@ -428,27 +415,15 @@ static cinfer_status run_gemm(cuda_exec *x, const graph_node *n, const tensor *i
     const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
     if (!lt_dtype(a->dtype) && !int_dtype(a->dtype)) return cuda_unsupported_dtype(n, a->dtype);
-    if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2 || b->dtype != a->dtype || (c && c->dtype != a->dtype))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': A and B must be 2-D and A, B, C one dtype",
-                          n->name);
-    bool ta = graph_attr_int(n, "transA", 0) != 0, tb = graph_attr_int(n, "transB", 0) != 0;
-    float alpha = graph_attr_float(n, "alpha", 1.0f), beta = graph_attr_float(n, "beta", 1.0f);
-    int64_t m = y->dims[0], nn = y->dims[1], k = ta ? a->dims[0] : a->dims[1];
-    if ((ta ? a->dims[1] : a->dims[0]) != m || (tb ? b->dims[0] : b->dims[1]) != nn ||
-        (tb ? b->dims[1] : b->dims[0]) != k)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': operand shapes do not match the output",
-                          n->name);
+    linalg_gemm p;
+    CINFER_TRY(linalg_compute_gemm(n, in, num_in, &p));
+    const bool ta = p.trans_a, tb = p.trans_b;
+    const float alpha = p.alpha, beta = p.beta;
+    const int64_t m = p.m, nn = p.n, k = p.k; /* Y is [m, nn] (the schema's shape) */
     CINFER_TRY(check_dims(n, m, nn, k));
     if (m * nn == 0) return CINFER_OK;
     bool use_c = c && beta != 0.0f && tensor_numel(c) > 0;
-    int64_t crows = 1, ccols = 1;
-    if (use_c) {
-        crows = c->ndim == 2 ? c->dims[0] : 1;
-        ccols = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
-        if (c->ndim > 2 || (crows != 1 && crows != m) || (ccols != 1 && ccols != nn))
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "Gemm node '%s': C does not broadcast to [%lld, %lld]",
-                              n->name, (long long)m, (long long)nn);
-    }
+    const int64_t crows = use_c ? p.c_rows : 1, ccols = use_c ? p.c_cols : 1;
     const void *cdata = use_c ? c->data : NULL;
     if (int_dtype(a->dtype)) {
         if (use_c)

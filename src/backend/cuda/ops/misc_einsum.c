@@ -10,19 +10,6 @@
 cinfer_status cuda_misc_run_einsum(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                    int num_out);
 
-/* Per label, the element stride that label advances in operand k (summed over repeated labels: a diagonal; 0 where
- * a size-1 dim broadcasts), as the CPU kernel's label_strides. */
-static void label_strides(const misc_einsum *e, const tensor *t, int k, int64_t *ls) {
-    int64_t st[CINFER_MAX_DIMS];
-    tensor_strides(t, st);
-    for (int l = 0; l < e->num_labels; l++) ls[l] = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        int l = e->op_label[k][d];
-        if (t->dims[d] == 1 && e->label_size[l] != 1) continue;
-        ls[l] += st[d];
-    }
-}
-
 cinfer_status cuda_misc_run_einsum(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                    int num_out) {
     (void)num_out;
@@ -51,7 +38,7 @@ cinfer_status cuda_misc_run_einsum(cuda_exec *x, const graph_node *n, const tens
     a.out_ndim = e.out_ndim;
     int64_t ls[CUDA_EINSUM_MAX_OPERANDS][MISC_EINSUM_MAX_LABELS];
     for (int k = 0; k < num_in; k++) {
-        label_strides(&e, &in[k], k, ls[k]);
+        misc_einsum_label_strides(&e, &in[k], k, ls[k]);
         a.operand[k] = in[k].data;
     }
     bool in_out[MISC_EINSUM_MAX_LABELS] = {false};

@@ -46,14 +46,6 @@ static int64_t prod(const int64_t *dims, int from, int to) {
     return p;
 }
 
-static void contiguous_strides(int ndim, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= dims[d];
-    }
-}
-
 static int normalize_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
 
 /* Device-to-device copy on the node's stream; nothing when the planner aliased dst over src. */
@@ -70,13 +62,8 @@ static cinfer_status copy_view(cuda_exec *x, const graph_node *n, void *dst, con
 /* dst = src (dims) transposed by perm. */
 static cinfer_status permute_copy(cuda_exec *x, const graph_node *n, void *dst, const void *src, size_t es, int ndim,
                                   const int64_t *dims, const int *perm) {
-    int64_t strides[MOVEMENT_VIEW_DIMS];
-    contiguous_strides(ndim, dims, strides);
-    movement_view v = {.ndim = ndim};
-    for (int d = 0; d < ndim; d++) {
-        v.dims[d] = dims[perm[d]];
-        v.stride[d] = strides[perm[d]];
-    }
+    movement_view v;
+    movement_view_permute(ndim, dims, perm, &v);
     return copy_view(x, n, dst, src, es, &v);
 }
 
@@ -94,11 +81,9 @@ static cinfer_status run_transpose(cuda_exec *x, const graph_node *n, const tens
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    int r = in[0].ndim, perm[CINFER_MAX_DIMS];
-    size_t count;
-    const int64_t *p = graph_attr_ints(n, "perm", &count);
-    for (int d = 0; d < r; d++) perm[d] = p ? (int)p[d] : r - 1 - d;
-    return permute_copy(x, n, out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), r, in[0].dims, perm);
+    int perm[CINFER_MAX_DIMS];
+    CINFER_TRY(movement_compute_transpose(n, &in[0], perm));
+    return permute_copy(x, n, out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), in[0].ndim, in[0].dims, perm);
 }
 
 static cinfer_status run_depth_space(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -106,25 +91,9 @@ static cinfer_status run_depth_space(cuda_exec *x, const graph_node *n, const te
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    bool to_space = strcmp(n->op_type, "DepthToSpace") == 0;
-    bool dcr = strcmp(graph_attr_string(n, "mode", "DCR"), "DCR") == 0;
-    int64_t bs = graph_attr_int(n, "blocksize", 1);
-    const int64_t *d = in[0].dims;
-    int64_t dims[6];
-    int perm[6];
-    if (to_space) { /* [N, C, H, W] seen as 6-D, then permuted into [N, C', H, bs, W, bs] */
-        int64_t c = d[1] / (bs * bs);
-        static const int p_dcr[6] = {0, 3, 4, 1, 5, 2}, p_crd[6] = {0, 1, 4, 2, 5, 3};
-        int64_t v_dcr[6] = {d[0], bs, bs, c, d[2], d[3]}, v_crd[6] = {d[0], c, bs, bs, d[2], d[3]};
-        memcpy(dims, dcr ? v_dcr : v_crd, sizeof dims);
-        memcpy(perm, dcr ? p_dcr : p_crd, sizeof perm);
-    } else { /* [N, C, H', bs, W', bs] permuted so the block offsets join the channels */
-        static const int p_dcr[6] = {0, 3, 5, 1, 2, 4}, p_crd[6] = {0, 1, 3, 5, 2, 4};
-        int64_t v[6] = {d[0], d[1], d[2] / bs, bs, d[3] / bs, bs};
-        memcpy(dims, v, sizeof dims);
-        memcpy(perm, dcr ? p_dcr : p_crd, sizeof perm);
-    }
-    return permute_copy(x, n, out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), 6, dims, perm);
+    movement_depth_space p; /* X as 6-D, permuted into the output */
+    CINFER_TRY(movement_compute_depth_space(n, &in[0], &p));
+    return permute_copy(x, n, out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), 6, p.view, p.perm);
 }
 
 /* ---------------------------------------------------------------- concat, split, slice */
@@ -192,17 +161,10 @@ static cinfer_status run_slice(cuda_exec *x, const graph_node *n, const tensor *
     cuda_host_views(in, num_in < 5 ? num_in : 5, host);
     movement_slice p;
     CINFER_TRY(movement_compute_slice(n, host, num_in < 5 ? num_in : 5, &p));
-    int r = in[0].ndim;
     size_t es = cinfer_dtype_size(in[0].dtype);
-    int64_t strides[CINFER_MAX_DIMS], base = 0;
-    contiguous_strides(r, in[0].dims, strides);
-    movement_view v = {.ndim = r};
-    for (int d = 0; d < r; d++) {
-        if (p.count[d] == 0) return CINFER_OK;
-        v.dims[d] = p.count[d];
-        v.stride[d] = p.count[d] > 1 ? strides[d] * p.step[d] : 0; /* a huge step over one element never multiplies */
-        base += p.start[d] * strides[d];
-    }
+    movement_view v;
+    int64_t base;
+    if (!movement_view_slice(&p, &in[0], &v, &base)) return CINFER_OK; /* empty */
     return copy_view(x, n, out[0].data, (const char *)in[0].data + base * (int64_t)es, es, &v);
 }
 
@@ -230,7 +192,7 @@ static void elements_args(movement_elements_args *a, const graph_node *n, const 
     a->axis = normalize_axis(graph_attr_int(n, "axis", 0), data->ndim);
     a->axis_size = data->dims[a->axis];
     for (int d = 0; d < idx->ndim; d++) a->idx_dims[d] = idx->dims[d];
-    contiguous_strides(data->ndim, data->dims, a->data_strides);
+    tensor_strides(data, a->data_strides);
 }
 
 static cinfer_status run_gather_elements(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -259,7 +221,7 @@ static cinfer_status run_gather_nd(cuda_exec *x, const graph_node *n, const tens
     int r = data->ndim, q = idx->ndim, b = (int)graph_attr_int(n, "batch_dims", 0);
     int k = (int)idx->dims[q - 1];
     int64_t ds[CINFER_MAX_DIMS];
-    contiguous_strides(r, data->dims, ds);
+    tensor_strides(data, ds);
     movement_gather_nd_args a = {.k = k, .per_batch = prod(idx->dims, b, q - 1), .slice = prod(data->dims, b + k, r),
                                  .data_batch = prod(data->dims, b, r)};
     for (int j = 0; j < k; j++) {
@@ -290,15 +252,6 @@ static cinfer_status run_onehot(cuda_exec *x, const graph_node *n, const tensor 
 
 /* ---------------------------------------------------------------- scatters */
 
-static movement_reduction parse_reduction(const graph_node *n) {
-    const char *s = graph_attr_string(n, "reduction", "none");
-    if (strcmp(s, "add") == 0) return MOVEMENT_RED_ADD;
-    if (strcmp(s, "mul") == 0) return MOVEMENT_RED_MUL;
-    if (strcmp(s, "max") == 0) return MOVEMENT_RED_MAX;
-    if (strcmp(s, "min") == 0) return MOVEMENT_RED_MIN;
-    return MOVEMENT_RED_NONE;
-}
-
 /* What ScatterND and ScatterElements share: checks, out = data, and the scratch for the keys and the sort. */
 static cinfer_status scatter_begin(cuda_exec *x, const graph_node *n, const tensor *in, tensor *out,
                                    movement_reduction red, int64_t rows, uint64_t sentinel, void **scratch,
@@ -323,7 +276,8 @@ static cinfer_status run_scatter_nd(cuda_exec *x, const graph_node *n, const ten
                                     int num_out) {
     (void)num_in; (void)num_out;
     const tensor *data = &in[0], *idx = &in[1], *upd = &in[2];
-    movement_reduction red = parse_reduction(n);
+    movement_reduction red;
+    CINFER_TRY(movement_read_reduction(n, &red));
     int r = data->ndim, q = idx->ndim, k = (int)idx->dims[q - 1];
     int64_t rows = prod(idx->dims, 0, q - 1), slice = prod(data->dims, k, r);
     uint64_t sentinel = (uint64_t)prod(data->dims, 0, k); /* slots are [0, sentinel) */
@@ -349,7 +303,8 @@ static cinfer_status run_scatter_elements(cuda_exec *x, const graph_node *n, con
                                           int num_out) {
     (void)num_in; (void)num_out;
     const tensor *data = &in[0], *idx = &in[1], *upd = &in[2];
-    movement_reduction red = parse_reduction(n);
+    movement_reduction red;
+    CINFER_TRY(movement_read_reduction(n, &red));
     int64_t rows = tensor_numel(idx);
     uint64_t sentinel = (uint64_t)tensor_numel(data); /* slots are data's elements */
     void *scratch;
@@ -375,15 +330,8 @@ static cinfer_status run_expand(cuda_exec *x, const graph_node *n, const tensor 
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    int R = out[0].ndim, r = in[0].ndim;
-    int64_t strides[CINFER_MAX_DIMS];
-    contiguous_strides(r, in[0].dims, strides);
-    movement_view v = {.ndim = R};
-    for (int d = 0; d < R; d++) {
-        int id = d - (R - r);
-        v.dims[d] = out[0].dims[d];
-        v.stride[d] = id >= 0 && in[0].dims[id] != 1 ? strides[id] : 0;
-    }
+    movement_view v;
+    movement_view_expand(&in[0], &out[0], &v);
     return copy_view(x, n, out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), &v);
 }
 
@@ -391,17 +339,8 @@ static cinfer_status run_tile(cuda_exec *x, const graph_node *n, const tensor *i
     (void)num_in; (void)num_out;
     CINFER_TRY(check_copyable(n, &in[0]));
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    int r = in[0].ndim;
-    int64_t strides[CINFER_MAX_DIMS];
-    contiguous_strides(r, in[0].dims, strides);
-    /* output axis d of size rep*dim read as [rep, dim] with the repeat not moving in the source */
-    movement_view v = {.ndim = 2 * r};
-    for (int d = 0; d < r; d++) {
-        v.dims[2 * d] = out[0].dims[d] / in[0].dims[d];
-        v.stride[2 * d] = 0;
-        v.dims[2 * d + 1] = in[0].dims[d];
-        v.stride[2 * d + 1] = strides[d];
-    }
+    movement_view v; /* output axis d of size rep*dim read as [rep, dim] */
+    movement_view_tile(&in[0], &out[0], &v);
     return copy_view(x, n, out[0].data, in[0].data, cinfer_dtype_size(in[0].dtype), &v);
 }
 
@@ -426,7 +365,7 @@ static cinfer_status run_pad(cuda_exec *x, const graph_node *n, const tensor *in
     /* negative pads crop first (as onnxruntime does), so per axis the source is the `keep` elements from `skip` on,
      * and the output has `lead` padded elements before them */
     movement_pad_args a = {.ndim = r, .mode = (int)p.mode};
-    contiguous_strides(r, in[0].dims, a.in_strides);
+    tensor_strides(&in[0], a.in_strides);
     for (int d = 0; d < r; d++) {
         a.out_dims[d] = out[0].dims[d];
         a.skip[d] = p.begin[d] < 0 ? -p.begin[d] : 0;
@@ -447,10 +386,8 @@ static cinfer_status run_shape(cuda_exec *x, const graph_node *n, const tensor *
                                int num_out) {
     (void)num_in; (void)num_out;
     /* only in[0]'s dims: its data may be absent (OP_FLAG_SHAPE_ONLY) */
-    int r = in[0].ndim;
-    int64_t s = graph_attr_int(n, "start", 0);
-    if (s < 0) s += r;
-    s = s < 0 ? 0 : s > r ? r : s;
+    int64_t s, e;
+    movement_shape_range(n, in[0].ndim, &s, &e);
     int64_t dims[CINFER_MAX_DIMS], count = out[0].dims[0];
     for (int64_t i = 0; i < count; i++) dims[i] = in[0].dims[s + i];
     return write_bytes(x, n, out[0].data, dims, (size_t)count * sizeof(int64_t));

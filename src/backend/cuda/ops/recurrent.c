@@ -1,6 +1,6 @@
 /* CUDA kernels of the recurrent family (host side): LSTM, GRU and RNN.
  *
- * Attributes and shapes are read as the CPU kernel (backend/cpu/recurrent.c) reads them. Per node:
+ * Attributes and shapes are read by graph/shape/recurrent_params.h, as for the CPU kernel. Per node:
  *   X * W^T for every step and direction     one cuBLASLt GEMM per direction, into xw
  *   per step: H * R^T for both directions    one strided-batched cuBLASLt GEMM (batch = directions), into hr
  *             gates and states               one step kernel (GRU without linear_before_reset: the reset half,
@@ -10,11 +10,11 @@
  * are chosen once per node and reused for every step; nothing waits on the host between steps.
  * sequence_lens stays on the device: the step kernel masks rows past their length. */
 #include <string.h>
-#include <strings.h>
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/recurrent.h"
 #include "core/status.h"
+#include "graph/shape/recurrent_params.h"
 
 /* ---- cuBLASLt (file-local; the attention family has its own copy) ---- */
 
@@ -112,73 +112,6 @@ static cinfer_status lt_plan_run(cuda_exec *x, const graph_node *n, const char *
                                                      p->l3, &p->algo, x->workspace, x->workspace_bytes, x->stream));
 }
 
-/* ---- activations ---- */
-
-/* Names as the spec spells them (matched case-insensitively), with the defaults for a missing alpha/beta. */
-static const struct {
-    const char *name;
-    int kind;
-    bool has_alpha, has_beta;
-    float alpha, beta;
-} act_table[] = {
-    {"Sigmoid", RNN_ACT_SIGMOID, false, false, 0.0f, 0.0f},
-    {"Tanh", RNN_ACT_TANH, false, false, 0.0f, 0.0f},
-    {"Relu", RNN_ACT_RELU, false, false, 0.0f, 0.0f},
-    {"Affine", RNN_ACT_AFFINE, true, true, 1.0f, 0.0f},
-    {"LeakyRelu", RNN_ACT_LEAKY_RELU, true, false, 0.01f, 0.0f},
-    {"ThresholdedRelu", RNN_ACT_THRESHOLDED_RELU, true, false, 1.0f, 0.0f},
-    {"ScaledTanh", RNN_ACT_SCALED_TANH, true, true, 1.0f, 1.0f},
-    {"HardSigmoid", RNN_ACT_HARD_SIGMOID, true, true, 0.2f, 0.5f},
-    {"Elu", RNN_ACT_ELU, true, false, 1.0f, 0.0f},
-    {"Softsign", RNN_ACT_SOFTSIGN, false, false, 0.0f, 0.0f},
-    {"Softplus", RNN_ACT_SOFTPLUS, false, false, 0.0f, 0.0f},
-};
-
-/* Reads activations/activation_alpha/activation_beta into act[direction][f, g, h]; alpha and beta values are
- * consumed in list order by the functions that take them (as the CPU kernel does). */
-static cinfer_status parse_activations(const graph_node *n, int gates, int64_t nd, rnn_act_fn act[2][3]) {
-    static const char *const defaults[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    const int nact = gates == 4 ? 3 : gates == 3 ? 2 : 1;
-    const char *const *names = defaults[nact - 1];
-    size_t count = (size_t)nact;
-    const graph_attr *a = graph_node_attr(n, "activations");
-    if (a && a->type == ATTR_STRINGS && a->n > 0) {
-        names = (const char *const *)a->strings;
-        count = a->n;
-    }
-    if (count != (size_t)nact && count != (size_t)(nact * nd))
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "%s node '%s': activations lists %zu functions, expected %d (or %d per direction)",
-                          n->op_type, n->name, count, nact * (int)nd, nact);
-    size_t na = 0, nb = 0, ia = 0, ib = 0;
-    const float *alphas = graph_attr_floats(n, "activation_alpha", &na);
-    const float *betas = graph_attr_floats(n, "activation_beta", &nb);
-    for (int64_t d = 0; d < nd; d++) {
-        for (int k = 0; k < nact; k++) {
-            const size_t idx = count == (size_t)nact ? (size_t)k : (size_t)(d * nact + k);
-            const char *name = names[idx];
-            size_t t = 0;
-            const size_t nt = sizeof act_table / sizeof act_table[0];
-            while (t < nt && strcasecmp(act_table[t].name, name) != 0) t++;
-            if (t == nt)
-                return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': unknown activation function '%s'",
-                                  n->op_type, n->name, name);
-            rnn_act_fn *f = &act[d][k];
-            f->kind = act_table[t].kind;
-            f->alpha = act_table[t].alpha;
-            f->beta = act_table[t].beta;
-            if (act_table[t].has_alpha && alphas && ia < na) f->alpha = alphas[ia++];
-            if (act_table[t].has_beta && betas && ib < nb) f->beta = betas[ib++];
-        }
-        if (count == (size_t)nact && d == 0 && nd == 2) {
-            /* the second direction repeats the first's functions and parameters */
-            memcpy(act[1], act[0], sizeof act[0]);
-            break;
-        }
-    }
-    return CINFER_OK;
-}
-
 /* ---- LSTM, GRU, RNN ---- */
 
 static bool has(const tensor *in, int num_in, int i) {
@@ -197,21 +130,24 @@ static cinfer_status rnn_kernel(cuda_exec *x, const graph_node *n, const tensor 
     const cinfer_dtype t = xt->dtype;
     const bool half = t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
     if (t != CINFER_DTYPE_FLOAT && t != CINFER_DTYPE_DOUBLE && !half) return cuda_unsupported_dtype(n, t);
+    recurrent_params p;
+    CINFER_TRY(recurrent_compute_params(n, in, num_in, &p));
+    CINFER_TRY(recurrent_read_activations(n, &p));
     rnn_step_args s;
     memset(&s, 0, sizeof s);
     s.gates = gates;
-    s.layout = (int)graph_attr_int(n, "layout", 0);
-    s.seq = s.layout ? xt->dims[1] : xt->dims[0];
-    s.batch = s.layout ? xt->dims[0] : xt->dims[1];
-    s.ndir = in[1].dims[0];
-    s.hidden = in[2].dims[2];
-    s.reverse = strcmp(graph_attr_string(n, "direction", "forward"), "reverse") == 0;
-    s.lbr = graph_attr_int(n, "linear_before_reset", 0) != 0;
-    s.input_forget = graph_attr_int(n, "input_forget", 0) != 0;
-    s.has_clip = graph_node_attr(n, "clip") != NULL;
-    s.clip = graph_attr_float(n, "clip", 0.0f);
-    CINFER_TRY(parse_activations(n, gates, s.ndir, s.act));
-    const int64_t S = s.seq, B = s.batch, IN = xt->dims[2], H = s.hidden, ND = s.ndir, GH = gates * H;
+    s.layout = p.layout;
+    s.seq = p.seq;
+    s.batch = p.batch;
+    s.ndir = p.ndir;
+    s.hidden = p.hidden;
+    s.reverse = p.reverse;
+    s.lbr = p.lbr;
+    s.input_forget = p.input_forget;
+    s.has_clip = p.has_clip;
+    s.clip = p.clip;
+    memcpy(s.act, p.act, sizeof s.act);
+    const int64_t S = s.seq, B = s.batch, IN = p.input_size, H = s.hidden, ND = s.ndir, GH = gates * H;
 
     if (has(in, num_in, 4)) {
         const tensor *sl = &in[4];

@@ -10,24 +10,11 @@
 /* Groups x's dims for a reduction over mask: size-1 dims dropped, neighbours with the same status merged
  * (their strides then chain), kept and reduced groups listed in order with their input strides. */
 static void geom_build(const tensor *x, const bool *mask, cuda_reduce_geom *g) {
-    int64_t gsize[CINFER_MAX_DIMS], gstride[CINFER_MAX_DIMS];
-    bool gred[CINFER_MAX_DIMS];
-    int ng = 0;
-    for (int d = 0; d < x->ndim; d++) {
-        if (x->dims[d] == 1) continue;
-        if (ng > 0 && gred[ng - 1] == mask[d]) {
-            gsize[ng - 1] *= x->dims[d];
-        } else {
-            gsize[ng] = x->dims[d];
-            gred[ng] = mask[d];
-            ng++;
-        }
-    }
-    int64_t s = 1;
-    for (int k = ng - 1; k >= 0; k--) {
-        gstride[k] = s;
-        s *= gsize[k];
-    }
+    reduce_groups grp;
+    reduce_group_dims(x, mask, &grp);
+    const int64_t *gsize = grp.size, *gstride = grp.stride;
+    const bool *gred = grp.reduced;
+    const int ng = grp.count;
     memset(g, 0, sizeof *g);
     g->outputs = 1;
     g->red = 1;
@@ -48,18 +35,7 @@ static void geom_build(const tensor *x, const bool *mask, cuda_reduce_geom *g) {
 /* Which (op, dtype) pairs have kernels: the CPU kernels' set (bool only for max/min, folded as uint8). */
 static bool reduce_supports(cuda_reduce_op op, cinfer_dtype t) {
     if (cuda_red_is_float(t)) return true;
-    switch (t) {
-    case CINFER_DTYPE_INT8:
-    case CINFER_DTYPE_INT16:
-    case CINFER_DTYPE_INT32:
-    case CINFER_DTYPE_INT64:
-    case CINFER_DTYPE_UINT8:
-    case CINFER_DTYPE_UINT16:
-    case CINFER_DTYPE_UINT32:
-    case CINFER_DTYPE_UINT64:
-        return op != CUDA_REDUCE_L2 && op != CUDA_REDUCE_LOG_SUM && op != CUDA_REDUCE_LOG_SUM_EXP;
-    default: return false;
-    }
+    return cuda_red_is_int(t) && op != CUDA_REDUCE_L2 && op != CUDA_REDUCE_LOG_SUM && op != CUDA_REDUCE_LOG_SUM_EXP;
 }
 
 /* Asks kernels/reduce.cu for its scratch, takes it, and launches. */
@@ -125,23 +101,19 @@ static cinfer_status run_arg(cuda_exec *x, const graph_node *n, const tensor *in
     (void)num_out;
     cinfer_dtype dt = in[0].dtype;
     if (!reduce_supports(CUDA_REDUCE_ARG_MAX, dt)) return cuda_unsupported_dtype(n, dt);
-    int axis = 0;
-    CINFER_TRY(cuda_red_axis(n, graph_attr_int(n, "axis", 0), in[0].ndim, &axis));
-    int64_t outer, len, inner;
-    cuda_red_split(&in[0], axis, &outer, &len, &inner);
+    reduce_arg a;
+    CINFER_TRY(reduce_compute_arg(n, &in[0], &a));
+    const int64_t outer = a.rows.outer, inner = a.rows.inner;
     if (tensor_numel(&out[0]) == 0) return CINFER_OK;
-    if (len == 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %d has size 0", n->op_type, n->name, axis);
     if (tensor_numel(&out[0]) != outer * inner)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output has %lld elements, expected %lld",
                           n->op_type, n->name, (long long)tensor_numel(&out[0]), (long long)(outer * inner));
     bool mask[CINFER_MAX_DIMS] = {false};
-    mask[axis] = true;
+    mask[a.rows.axis] = true;
     cuda_reduce_geom g;
     geom_build(&in[0], mask, &g);
-    cuda_reduce_op op = strcmp(n->op_type, "ArgMax") == 0 ? CUDA_REDUCE_ARG_MAX : CUDA_REDUCE_ARG_MIN;
-    bool last = graph_attr_int(n, "select_last_index", 0) != 0;
-    return launch_reduce(x, n, op, dt, in[0].data, out[0].data, &g, last);
+    cuda_reduce_op op = a.is_max ? CUDA_REDUCE_ARG_MAX : CUDA_REDUCE_ARG_MIN;
+    return launch_reduce(x, n, op, dt, in[0].data, out[0].data, &g, a.last);
 }
 
 /* MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes` (default [0,2,3]). */
@@ -151,19 +123,8 @@ static cinfer_status run_mvn(cuda_exec *x, const graph_node *n, const tensor *in
     (void)num_out;
     cinfer_dtype dt = in[0].dtype;
     if (!cuda_red_is_float(dt)) return cuda_unsupported_dtype(n, dt);
-    bool mask[CINFER_MAX_DIMS] = {false};
-    size_t count = 0;
-    const int64_t *axes = graph_attr_ints(n, "axes", &count);
-    static const int64_t dflt[3] = {0, 2, 3};
-    if (!axes) {
-        axes = dflt;
-        count = 3;
-    }
-    for (size_t k = 0; k < count; k++) {
-        int a = 0;
-        CINFER_TRY(cuda_red_axis(n, axes[k], in[0].ndim, &a));
-        mask[a] = true;
-    }
+    bool mask[CINFER_MAX_DIMS];
+    CINFER_TRY(reduce_compute_mvn_axes(n, &in[0], mask));
     if (tensor_numel(&in[0]) == 0) return CINFER_OK;
     cuda_reduce_geom g;
     geom_build(&in[0], mask, &g);

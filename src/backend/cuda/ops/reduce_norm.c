@@ -4,21 +4,9 @@
 #include <string.h>
 
 #include "backend/cuda/ops/reduce_ops.h"
+#include "graph/shape/reduce_params.h"
 
 /* ---- Softmax, LogSoftmax, Hardmax, LpNormalization ---- */
-
-/* Rows along the axis: opset 13 uses one axis; older opsets flatten dims [axis, rank) into the row. */
-static cinfer_status softmax_split(const graph_node *n, const tensor *t, int64_t *outer, int64_t *len,
-                                   int64_t *inner) {
-    int axis = 0;
-    CINFER_TRY(cuda_red_axis(n, graph_attr_int(n, "axis", n->opset >= 13 ? -1 : 1), t->ndim, &axis));
-    cuda_red_split(t, axis, outer, len, inner);
-    if (n->opset < 13) {
-        *len *= *inner;
-        *inner = 1;
-    }
-    return CINFER_OK;
-}
 
 static cinfer_status run_row_mode(cuda_exec *x, const graph_node *n, const tensor *in, tensor *out, int64_t outer,
                                   int64_t len, int64_t inner, cuda_softmax_mode mode) {
@@ -31,9 +19,9 @@ static cinfer_status run_row_mode(cuda_exec *x, const graph_node *n, const tenso
 static cinfer_status run_softmax_like(cuda_exec *x, const graph_node *n, const tensor *in, tensor *out,
                                       cuda_softmax_mode mode) {
     if (!cuda_red_is_float(in[0].dtype)) return cuda_unsupported_dtype(n, in[0].dtype);
-    int64_t outer, len, inner;
-    CINFER_TRY(softmax_split(n, &in[0], &outer, &len, &inner));
-    return run_row_mode(x, n, in, out, outer, len, inner, mode);
+    reduce_rows r; /* rows along the axis (reduce_compute_softmax: older opsets flatten the tail into the row) */
+    CINFER_TRY(reduce_compute_softmax(n, &in[0], &r));
+    return run_row_mode(x, n, in, out, r.outer, r.len, r.inner, mode);
 }
 
 cinfer_status cuda_red_run_softmax(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -63,21 +51,16 @@ cinfer_status cuda_red_run_lp_norm(cuda_exec *x, const graph_node *n, const tens
     (void)num_in;
     (void)num_out;
     if (!cuda_red_is_float(in[0].dtype)) return cuda_unsupported_dtype(n, in[0].dtype);
-    int axis = 0;
-    CINFER_TRY(cuda_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    int64_t p = graph_attr_int(n, "p", 2);
-    if (p != 1 && p != 2)
-        return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': p is %lld, only 1 and 2 are supported", n->op_type,
-                          n->name, (long long)p);
-    int64_t outer, len, inner;
-    cuda_red_split(&in[0], axis, &outer, &len, &inner);
-    return run_row_mode(x, n, in, out, outer, len, inner, p == 1 ? CUDA_LP_NORM_1 : CUDA_LP_NORM_2);
+    reduce_rows r;
+    int64_t p;
+    CINFER_TRY(reduce_compute_lp_norm(n, &in[0], &r, &p));
+    return run_row_mode(x, n, in, out, r.outer, r.len, r.inner, p == 1 ? CUDA_LP_NORM_1 : CUDA_LP_NORM_2);
 }
 
 /* ---- LayerNormalization, RMSNormalization ---- */
 
 /* Describes parameter p (Scale or B) per column of the normalised tail x.dims[axis:] under numpy
- * broadcasting; an error when it does not broadcast there or varies along the rows (the CPU's rules). */
+ * broadcasting (reduce_norm_param_layout); ndim 0 when p holds one value per column in their order. */
 static cinfer_status norm_param(const graph_node *n, const tensor *p, const tensor *t, int axis,
                                 cuda_norm_param *out) {
     memset(out, 0, sizeof *out);
@@ -86,25 +69,15 @@ static cinfer_status norm_param(const graph_node *n, const tensor *p, const tens
                           n->op_type, n->name, cinfer_dtype_name(p->dtype));
     out->data = p->data;
     out->dtype = p->dtype;
-    int64_t cols = 1;
-    for (int d = axis; d < t->ndim; d++) cols *= t->dims[d];
-    if (tensor_numel(p) == cols) return CINFER_OK; /* broadcastable with equal size: identical layout */
-    int tail = t->ndim - axis;
-    int64_t s = 1;
-    for (int k = tail - 1; k >= 0; k--) {
-        int pd = p->ndim - (tail - k);
-        int64_t xd = t->dims[axis + k], pdim = pd >= 0 ? p->dims[pd] : 1;
-        if (pdim != 1 && pdim != xd)
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter's dim %lld does not broadcast "
-                              "onto %lld", n->op_type, n->name, (long long)pdim, (long long)xd);
-        out->dims[k] = xd;
-        out->strides[k] = pdim == 1 ? 0 : s;
-        s *= pdim;
+    int64_t stride[CINFER_MAX_DIMS];
+    bool dense;
+    CINFER_TRY(reduce_norm_param_layout(n, p, t, axis, stride, &dense));
+    if (dense) return CINFER_OK;
+    out->ndim = t->ndim - axis;
+    for (int k = 0; k < out->ndim; k++) {
+        out->dims[k] = t->dims[axis + k];
+        out->strides[k] = stride[k];
     }
-    if (s != tensor_numel(p))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': a parameter varies along the rows, not only "
-                          "along the normalised dims", n->op_type, n->name);
-    out->ndim = tail;
     return CINFER_OK;
 }
 
@@ -113,10 +86,10 @@ static cinfer_status run_layer_or_rms(cuda_exec *x, const graph_node *n, const t
     cinfer_dtype dt = in[0].dtype;
     if (!cuda_red_is_float(dt)) return cuda_unsupported_dtype(n, dt);
     if (!cuda_red_is_float(out[0].dtype)) return cuda_unsupported_dtype(n, out[0].dtype);
-    int axis = 0;
-    CINFER_TRY(cuda_red_axis(n, graph_attr_int(n, "axis", -1), in[0].ndim, &axis));
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < in[0].ndim; d++) *(d < axis ? &rows : &cols) *= in[0].dims[d];
+    reduce_layer_norm p;
+    CINFER_TRY(reduce_compute_layer_norm(n, &in[0], &p));
+    const int axis = p.axis;
+    const int64_t rows = p.rows, cols = p.cols;
     /* Mean / InvStdDev (LayerNormalization only): one value per row in the stash type's dtype */
     cuda_norm_stat stat[2] = {{NULL, CINFER_DTYPE_FLOAT}, {NULL, CINFER_DTYPE_FLOAT}};
     for (int k = 0; k < 2 && !rms; k++) {
@@ -136,10 +109,9 @@ static cinfer_status run_layer_or_rms(cuda_exec *x, const graph_node *n, const t
     memset(&bias, 0, sizeof bias);
     bias.dtype = CINFER_DTYPE_FLOAT;
     if (!rms && cuda_red_present(in, num_in, 2)) CINFER_TRY(norm_param(n, &in[2], &in[0], axis, &bias));
-    double eps = graph_attr_float(n, "epsilon", 1e-5f);
     return cuda_check_launch(n, n->op_type,
                              cuda_reduce_layer_norm(dt, in[0].data, out[0].dtype, out[0].data, rows, cols, scale,
-                                                    bias, eps, rms, stat[0], stat[1], x->stream));
+                                                    bias, p.epsilon, rms, stat[0], stat[1], x->stream));
 }
 
 cinfer_status cuda_red_run_layer_norm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -154,47 +126,39 @@ cinfer_status cuda_red_run_rms_norm(cuda_exec *x, const graph_node *n, const ten
 
 /* ---- InstanceNormalization, GroupNormalization ---- */
 
-/* x [batch, channels, spatial...] normalised per (batch item, group of channels / groups channels); scale and
- * bias per channel, or per group when per_group (GroupNormalization before opset 21). */
-static cinfer_status run_seg_norm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                  int64_t groups, bool per_group) {
+/* InstanceNormalization, GroupNormalization (reduce_compute_seg_norm): x [batch, channels, spatial...] normalised
+ * per (batch item, group of channels / groups channels); scale and bias per channel, or per group. */
+static cinfer_status run_seg_norm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out) {
     cinfer_dtype dt = in[0].dtype;
     if (!cuda_red_is_float(dt)) return cuda_unsupported_dtype(n, dt);
-    if (in[0].ndim < 2 || num_in < 3)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': expected X of rank >= 2, scale and bias",
-                          n->op_type, n->name);
-    int64_t batch = in[0].dims[0], channels = in[0].dims[1], spatial = 1;
-    for (int d = 2; d < in[0].ndim; d++) spatial *= in[0].dims[d];
-    if (groups <= 0 || channels % groups != 0)
+    reduce_seg_norm p;
+    CINFER_TRY(reduce_compute_seg_norm(n, &in[0], &p));
+    if (p.groups <= 0 || p.channels % p.groups != 0) /* InstanceNormalization of 0 channels */
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': %lld groups do not divide %lld channels",
-                          n->op_type, n->name, (long long)groups, (long long)channels);
-    int64_t plen = per_group ? groups : channels;
+                          n->op_type, n->name, (long long)p.groups, (long long)p.channels);
     cuda_norm_param param[2];
     for (int i = 1; i < 3; i++) {
-        if (!cuda_red_present(in, num_in, i) || !cuda_red_is_float(in[i].dtype) || tensor_numel(&in[i]) != plen)
+        if (!cuda_red_present(in, num_in, i) || !cuda_red_is_float(in[i].dtype) || tensor_numel(&in[i]) != p.param_len)
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': input %d must be a float tensor of %lld "
-                              "elements", n->op_type, n->name, i, (long long)plen);
+                              "elements", n->op_type, n->name, i, (long long)p.param_len);
         memset(&param[i - 1], 0, sizeof param[i - 1]);
         param[i - 1].data = in[i].data;
         param[i - 1].dtype = in[i].dtype;
     }
-    double eps = graph_attr_float(n, "epsilon", 1e-5f);
-    if (batch * channels * spatial == 0) return CINFER_OK;
+    if (p.batch * p.channels * p.spatial == 0) return CINFER_OK;
     return cuda_check_launch(n, n->op_type,
-                             cuda_reduce_group_norm(dt, in[0].data, out[0].data, batch, channels, spatial, groups,
-                                                    per_group, param[0], param[1], eps, x->stream));
+                             cuda_reduce_group_norm(dt, in[0].data, out[0].data, p.batch, p.channels, p.spatial,
+                                                    p.groups, p.per_group, param[0], param[1], p.epsilon, x->stream));
 }
 
 cinfer_status cuda_red_run_instance_norm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in,
                                          tensor *out, int num_out) {
     (void)num_out;
-    int64_t channels = in[0].ndim >= 2 ? in[0].dims[1] : 0;
-    return run_seg_norm(x, n, in, num_in, out, channels, false);
+    return run_seg_norm(x, n, in, num_in, out);
 }
 
 cinfer_status cuda_red_run_group_norm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                       int num_out) {
     (void)num_out;
-    int64_t groups = graph_attr_int(n, "num_groups", 0);
-    return run_seg_norm(x, n, in, num_in, out, groups, n->opset < 21);
+    return run_seg_norm(x, n, in, num_in, out);
 }

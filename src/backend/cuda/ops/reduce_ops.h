@@ -23,24 +23,19 @@ static inline bool cuda_red_is_float(cinfer_dtype t) {
            t == CINFER_DTYPE_BFLOAT16;
 }
 
-/* Normalises an axis attribute (rank 0 accepts axis 0), as the CPU kernels do. */
-static inline cinfer_status cuda_red_axis(const graph_node *n, int64_t axis, int rank, int *out) {
-    int64_t a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= (rank == 0 ? 1 : rank))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': axis %lld is out of range for rank %d",
-                          n->op_type, n->name, (long long)axis, rank);
-    *out = (int)a;
-    return CINFER_OK;
-}
-
-/* Splits t's dims around `axis`: outer = product before, len = dims[axis], inner = product after. */
-static inline void cuda_red_split(const tensor *t, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
-    int64_t o = 1, i = 1;
-    for (int d = 0; d < axis; d++) o *= t->dims[d];
-    for (int d = axis + 1; d < t->ndim; d++) i *= t->dims[d];
-    *outer = o;
-    *len = t->ndim > 0 ? t->dims[axis] : 1;
-    *inner = i;
+/* The integer dtypes the family's kernels take: signed and unsigned, 8 to 64 bits. */
+static inline bool cuda_red_is_int(cinfer_dtype t) {
+    switch (t) {
+    case CINFER_DTYPE_INT8:
+    case CINFER_DTYPE_INT16:
+    case CINFER_DTYPE_INT32:
+    case CINFER_DTYPE_INT64:
+    case CINFER_DTYPE_UINT8:
+    case CINFER_DTYPE_UINT16:
+    case CINFER_DTYPE_UINT32:
+    case CINFER_DTYPE_UINT64: return true;
+    default: return false;
+    }
 }
 
 /* Entry points in ops/reduce_norm.c and ops/reduce_topk.c (cuda_kernel_fn signature). */

@@ -2,12 +2,12 @@
  * launches of kernels/signal.cu, and the table (DFT and STFT live in ops/signal_dft.c). Inputs the CPU validates
  * by value are checked here when their host copies are known; otherwise the kernels mark bad entries with NaN
  * (or skip them) rather than read out of bounds. */
-#include <math.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/signal.h"
 #include "core/status.h"
+#include "graph/shape/signal_params.h"
 
 /* defined in ops/signal_dft.c */
 cinfer_status cuda_signal_run_dft(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -23,42 +23,21 @@ static cinfer_status run_window(cuda_exec *x, const graph_node *n, const tensor 
     tensor *y = &out[0];
     if (!dtype_is_float(y->dtype)) return cuda_unsupported_dtype(n, y->dtype);
     int64_t size = y->dims[0];
-    double denom = graph_attr_int(n, "periodic", 1) != 0 ? (double)size : (double)(size - 1);
-    double a0 = 0.5, a1 = 0.5, a2 = 0.0; /* a0 - a1 cos(t) + a2 cos(2t) */
-    if (strcmp(n->op_type, "HammingWindow") == 0) {
-        a0 = 25.0 / 46.0;
-        a1 = 1.0 - a0;
-    } else if (strcmp(n->op_type, "BlackmanWindow") == 0) {
-        a0 = 0.42;
-        a2 = 0.08;
-    }
+    signal_window w; /* a0 - a1 cos(t) + a2 cos(2t) */
+    signal_compute_window(n, size, &w);
     if (size <= 0) return CINFER_OK;
-    return cuda_check_launch(n, n->op_type, cuda_signal_window(y->dtype, y->data, size, denom, a0, a1, a2, x->stream));
+    return cuda_check_launch(n, n->op_type,
+                             cuda_signal_window(y->dtype, y->data, size, w.denom, w.a0, w.a1, w.a2, x->stream));
 }
 
 /* ---- MelWeightMatrix: triangular filters between mel-spaced DFT bins ---- */
 
-/* The CPU's checks, when sample_rate and the edges are known on the host. */
+/* The CPU's checks (signal_check_mel), when sample_rate and the edges are known on the host. */
 static cinfer_status check_mel(const graph_node *n, const tensor *host, int64_t bins, int64_t nspec, int64_t len) {
-    int64_t rate = tensor_get_int(&host[2], 0);
-    double lo = tensor_get_double(&host[3], 0), hi = tensor_get_double(&host[4], 0);
-    if (rate <= 0)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "MelWeightMatrix node '%s': sample_rate %lld must be positive",
-                          n->name, (long long)rate);
-    double lo_mel = 2595.0 * log1p(lo / 700.0) / log(10.0), hi_mel = 2595.0 * log1p(hi / 700.0) / log(10.0);
-    double step = (hi_mel - lo_mel) / (double)(bins + 2);
-    int64_t edge[3];
-    for (int64_t i = 0; i < bins; i++) {
-        for (int k = 0; k < 3; k++) {
-            double hz = 700.0 * expm1(((double)(i + k) * step + lo_mel) / 2595.0 * log(10.0));
-            edge[k] = (int64_t)floor((double)(len + 1) * hz / (double)rate);
-        }
-        if (edge[0] < 0 || edge[2] >= nspec || edge[1] < edge[0] || edge[2] < edge[1])
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "MelWeightMatrix node '%s': filter %lld spans bins "
-                              "[%lld, %lld] outside [0, %lld)", n->name, (long long)i, (long long)edge[0],
-                              (long long)edge[2], (long long)nspec);
-    }
-    return CINFER_OK;
+    signal_mel m;
+    CINFER_TRY(signal_compute_mel(n, bins, nspec, len, tensor_get_int(&host[2], 0), tensor_get_double(&host[3], 0),
+                                  tensor_get_double(&host[4], 0), &m));
+    return signal_check_mel(n, &m);
 }
 
 static cinfer_status run_mel(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -98,27 +77,15 @@ static cinfer_status run_roi_align(cuda_exec *x, const graph_node *n, const tens
     memset(&a, 0, sizeof a);
     a.N = X->dims[0], a.C = X->dims[1], a.H = X->dims[2], a.W = X->dims[3];
     a.R = y->dims[0], a.PH = y->dims[2], a.PW = y->dims[3];
-    a.max_mode = strcmp(graph_attr_string(n, "mode", "avg"), "max") == 0;
-    /* opsets before 16 only had the output_half_pixel behaviour */
-    const char *ct = graph_attr_string(n, "coordinate_transformation_mode",
-                                       n->opset < 16 ? "output_half_pixel" : "half_pixel");
-    a.half_pixel = strcmp(ct, "half_pixel") == 0;
-    a.sampling_ratio = graph_attr_int(n, "sampling_ratio", 0);
-    a.spatial_scale = graph_attr_float(n, "spatial_scale", 1.0f);
-    if (bidx->host_data && rois->host_data) {
-        tensor host[3];
-        cuda_host_views(in, 3, host);
-        for (int64_t r = 0; r < a.R; r++) {
-            int64_t b = tensor_get_int(&host[2], r);
-            if (b < 0 || b >= a.N)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "RoiAlign node '%s': batch_indices[%lld] = %lld is not "
-                                  "in [0, %lld)", n->name, (long long)r, (long long)b, (long long)a.N);
-            for (int k = 0; k < 4; k++)
-                if (!isfinite(tensor_get_double(&host[1], r * 4 + k)))
-                    return core_error(CINFER_ERR_INVALID_ARGUMENT, "RoiAlign node '%s': roi %lld is not finite",
-                                      n->name, (long long)r);
-        }
-    }
+    signal_roi_align p;
+    signal_compute_roi_align(n, &p);
+    a.max_mode = p.max_mode;
+    a.half_pixel = p.half_pixel;
+    a.sampling_ratio = p.sampling_ratio;
+    a.spatial_scale = p.spatial_scale;
+    tensor host[3]; /* checked when both are known on the host */
+    cuda_host_views(in, 3, host);
+    CINFER_TRY(signal_check_roi_align(n, &host[1], &host[2], a.N));
     if (tensor_numel(y) == 0) return CINFER_OK;
     return cuda_check_launch(n, "RoiAlign",
                              cuda_signal_roi_align(X->dtype, X->data, rois->dtype, rois->data, bidx->dtype, bidx->data,
@@ -139,20 +106,9 @@ static cinfer_status run_max_roi_pool(cuda_exec *x, const graph_node *n, const t
     a.N = X->dims[0], a.C = X->dims[1], a.H = X->dims[2], a.W = X->dims[3];
     a.R = y->dims[0], a.PH = y->dims[2], a.PW = y->dims[3];
     a.spatial_scale = graph_attr_float(n, "spatial_scale", 1.0f);
-    if (rois->host_data) {
-        tensor view;
-        cuda_host_views(rois, 1, &view);
-        for (int64_t r = 0; r < a.R; r++) {
-            double bv = tensor_get_double(&view, r * 5);
-            if (!(bv >= 0 && bv < (double)a.N))
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxRoiPool node '%s': roi %lld has batch index %g, "
-                                  "not in [0, %lld)", n->name, (long long)r, bv, (long long)a.N);
-            for (int k = 1; k < 5; k++)
-                if (!(fabs(tensor_get_double(&view, r * 5 + k) * a.spatial_scale) < 1e15))
-                    return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxRoiPool node '%s': roi %lld is not finite",
-                                      n->name, (long long)r);
-        }
-    }
+    tensor view; /* checked when known on the host */
+    cuda_host_views(rois, 1, &view);
+    CINFER_TRY(signal_check_max_roi_pool(n, &view, a.N, a.spatial_scale));
     if (tensor_numel(y) == 0) return CINFER_OK;
     return cuda_check_launch(n, "MaxRoiPool",
                              cuda_signal_max_roi_pool(X->dtype, X->data, rois->dtype, rois->data, y->data, &a,
@@ -169,41 +125,23 @@ static cinfer_status run_max_unpool(cuda_exec *x, const graph_node *n, const ten
     size_t es = cinfer_dtype_size(y->dtype);
     if (es == 0) return cuda_unsupported_dtype(n, y->dtype);
     if (!dtype_is_integer(ind->dtype)) return cuda_unsupported_dtype(n, ind->dtype);
-    int r = X->ndim, sp = r - 2;
-    size_t nk = 0, np = 0, ns = 0;
-    const int64_t *k = graph_attr_ints(n, "kernel_shape", &nk);
-    const int64_t *pads = graph_attr_ints(n, "pads", &np);
-    const int64_t *strides = graph_attr_ints(n, "strides", &ns);
-    if (sp < 1 || y->ndim != r || !k || nk < (size_t)sp || (pads && np < 2 * (size_t)sp) ||
-        (strides && ns < (size_t)sp))
+    int r = X->ndim;
+    if (y->ndim != r)
         return core_error(CINFER_ERR_INVALID_MODEL, "MaxUnpool node '%s': kernel_shape, pads and strides do not fit X "
                           "of rank %d", n->name, r);
     cuda_unpool_args a;
     memset(&a, 0, sizeof a);
     a.ndim = r;
-    a.dims[0] = X->dims[0];
-    a.dims[1] = X->dims[1];
-    a.total = X->dims[0] * X->dims[1];
-    for (int d = 0; d < sp; d++) {
-        a.dims[2 + d] = (X->dims[2 + d] - 1) * (strides ? strides[d] : 1) - (pads ? pads[d] + pads[sp + d] : 0) + k[d];
-        a.total *= a.dims[2 + d];
-    }
+    CINFER_TRY(signal_compute_unpool(n, in, a.dims, &a.total)); /* the unpooled shape */
     for (int d = 0; d < r; d++) {
         a.y_dims[d] = y->dims[d];
         if (a.dims[d] <= 0 && a.total > 0) a.total = 0; /* an empty unpooled shape takes no index */
     }
     a.x_count = tensor_numel(X);
     a.y_count = tensor_numel(y);
-    if (ind->host_data) {
-        tensor view;
-        cuda_host_views(ind, 1, &view);
-        for (int64_t e = 0; e < a.x_count; e++) {
-            int64_t idx = tensor_get_int(&view, e);
-            if (idx < 0 || idx >= a.total)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "MaxUnpool node '%s': index %lld at position %lld is "
-                                  "not in [0, %lld)", n->name, (long long)idx, (long long)e, (long long)a.total);
-        }
-    }
+    tensor view; /* checked when known on the host */
+    cuda_host_views(ind, 1, &view);
+    CINFER_TRY(signal_check_unpool_indices(n, &view, a.x_count, a.total));
     if (a.y_count == 0) return CINFER_OK;
     long long *winner = NULL;
     if (a.x_count > 0) {
