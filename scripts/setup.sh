@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cinfer needs on Debian 12 (apt packages, the project's Python venv) and builds it.
 # Usage: scripts/setup.sh [--no-build] [--test]   Idempotent: skips what is already there.
-#   --test   also the test-only tools: clang with its fuzzer/sanitizer runtimes and OpenMP (scripts/fuzz.sh)
+#   --test   also the test-only tools: clang with its fuzzer/sanitizer runtimes and OpenMP (scripts/fuzz.sh), and
+#            Triton's perf_analyzer in .deps/perf_analyzer (scripts/perf_analyzer.sh; needs libb64-0d), and Prometheus
+#            (promtool + the server) for the operations-kit tests (tests/deploy)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -9,7 +11,8 @@ cd "$ROOT"
 APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libopenblas-openmp-dev
               libmicrohttpd-dev libjansson-dev zlib1g-dev python3 python3-venv python3-pip)
 for arg in "$@"; do
-    [ "$arg" = "--test" ] && APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+    # prometheus: promtool and the server for tests/deploy (alert rule unit tests, a live scrape of cinfer-server)
+    [ "$arg" = "--test" ] && APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev libb64-0d prometheus)
 done
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -29,6 +32,11 @@ if [ ! -x .venv/bin/python ] || ! cmp -s requirements.txt .venv/.requirements.st
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -r requirements.txt
     cp requirements.txt .venv/.requirements.stamp
+fi
+
+# perf_analyzer (server benchmark and its CI sweep) lives outside .venv: see scripts/perf_analyzer.sh.
+if [[ " $* " == *" --test "* ]]; then
+    scripts/perf_analyzer.sh --install
 fi
 
 if [[ " $* " != *" --no-build "* ]]; then

@@ -32,7 +32,8 @@ static const char USAGE[] =
     "  --load-model NAME             explicit mode: load NAME at start (repeatable; '*' loads all)\n"
     "  --repository-poll-secs N      poll mode: seconds between rescans (default 15)\n"
     "  --device DEV                  device of instances whose instance_group says KIND_AUTO or nothing:\n"
-    "                                cpu, cuda or cuda:N (default cpu)\n"
+    "                                auto (one instance per visible GPU, the CPU when there is none; default),\n"
+    "                                cpu, cuda (every visible GPU) or cuda:N\n"
     "  --threads N                   engine CPU threads per model instance (default: the engine's, all cores)\n"
     "  --http-threads N              HTTP thread pool size (default 4)\n"
     "  --max-input-bytes N           request body limit in bytes, after decompression (default 67108864 = 64 MiB)\n"
@@ -82,7 +83,7 @@ static void *watchdog(void *arg) {
 
 int main(int argc, char **argv) {
     server_options o = {.host = "127.0.0.1", .http_port = 8000, .metrics_port = 8002, .control_mode = REPO_CONTROL_NONE,
-                        .poll_secs = 15, .device = "cpu", .http_threads = 4, .max_input_bytes = 64u << 20,
+                        .poll_secs = 15, .device = "auto", .http_threads = 4, .max_input_bytes = 64u << 20,
                         .strict_readiness = 1, .default_max_batch = 4, .shutdown_timeout_s = 30};
     const char **loads = calloc((size_t)argc + 1, sizeof *loads);
     size_t nloads = 0;
@@ -133,7 +134,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--exit-timeout-secs")) rc = parse_int(a, v, 1, 86400, &x), o.shutdown_timeout_s = (int)x;
         else if (!strcmp(a, "--load-model")) loads[nloads++] = v;
         else if (!strcmp(a, "--device")) {
-            if (strcmp(v, "cpu") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5)) rc = bad_flag("--device '%s': use cpu, cuda or cuda:N%s", v, "");
+            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5))
+                rc = bad_flag("--device '%s': use cpu, cuda or cuda:N, or auto%s", v, "");
             o.device = v;
         } else if (!strcmp(a, "--strict-readiness")) {
             if (!strcmp(v, "true")) o.strict_readiness = 1;

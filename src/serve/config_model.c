@@ -638,9 +638,10 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
         }
         if (all_dynamic) {
             cfg->max_batch_size = default_max_batch;
-            snprintf(note, note_len, "max_batch_size auto-completed to %d because the first dim of every input and output "
-                                     "is dynamic (set max_batch_size in config.pbtxt to change it, 0 to disable batching)",
-                     default_max_batch);
+            cfg->dynamic_batching.present = 1; /* as Triton's ONNX backend: auto-completed batching uses the batcher */
+            snprintf(note, note_len, "max_batch_size auto-completed to %d with dynamic batching because the first dim of every "
+                                     "input and output is dynamic (set max_batch_size in config.pbtxt to change it, 0 to "
+                                     "disable batching)", default_max_batch);
         }
     }
     int batched = cfg->max_batch_size > 0;

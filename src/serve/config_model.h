@@ -101,8 +101,9 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
 int config_model_init_default(model_config *cfg, const char *name);
 /* Fills what the config leaves out from the loaded model: inputs and outputs (names, types, dims) and, when the
  * config sets neither max_batch_size nor inputs and every input and output has a dynamic first dim,
- * max_batch_size = default_max_batch (0 disables). `note` receives a sentence saying what was chosen ("" when
- * nothing). Then checks the config against the model (names, types, dims, batch dim). Returns 0 or -1 + err. */
+ * max_batch_size = default_max_batch (0 disables) with dynamic_batching {} (as Triton's ONNX backend). `note`
+ * receives a sentence saying what was chosen ("" when nothing). Then checks the config against the model (names,
+ * types, dims, batch dim). Returns 0 or -1 + err. */
 int config_model_complete(model_config *cfg, const cinfer_model *model, int default_max_batch, char *note,
                           size_t note_len, char *err, size_t err_len);
 /* The config as Triton prints it (snake_case, every field, enums as strings). New reference. */

@@ -1,7 +1,8 @@
 /* KServe v2 infer codec. Requests: JSON parsed with jansson; `data` (flat or nested) converted to a dense
  * little-endian buffer in the declared datatype; binary tensors (Inference-Header-Content-Length) referenced
- * in place. Binding checks names, datatypes, shapes (batch dim included when the model batches) and byte sizes
- * against the model config. Responses: JSON `data` or binary tensors appended after the JSON header. */
+ * in place; shared-memory tensors referenced in their mapped region. Binding checks names, datatypes, shapes
+ * (batch dim included when the model batches) and byte sizes against the model config. Responses: JSON `data`
+ * or binary tensors appended after the JSON header; shared-memory outputs copied into their region. */
 #include "kserve_codec.h"
 
 #include <inttypes.h>
@@ -54,9 +55,15 @@ void kserve_infer_request_free(kserve_infer_request *r) {
     for (size_t i = 0; i < r->num_inputs; i++) {
         free(r->inputs[i].name);
         free(r->inputs[i].owned);
+        free(r->inputs[i].shm.region);
+        shm_region_release(r->inputs[i].shm.held);
     }
     free(r->inputs);
-    for (size_t i = 0; i < r->num_outputs; i++) free(r->outputs[i].name);
+    for (size_t i = 0; i < r->num_outputs; i++) {
+        free(r->outputs[i].name);
+        free(r->outputs[i].shm.region);
+        shm_region_release(r->outputs[i].shm.held);
+    }
     free(r->outputs);
     memset(r, 0, sizeof *r);
 }
@@ -170,14 +177,52 @@ static int parse_request_params(json_t *params, kserve_infer_request *r, serve_e
         } else if (!strcmp(key, "binary_data_output")) {
             if (!json_is_boolean(v)) return serve_fail(e, SERVE_BAD_REQUEST, "request parameter 'binary_data_output' must be a boolean");
             r->binary_data_output = json_is_true(v);
-        } else if (!strcmp(key, "shared_memory_region") || !strncmp(key, "shared_memory", 13)) {
-            return serve_fail(e, SERVE_BAD_REQUEST, "shared memory is not supported yet (request parameter '%s')", key);
+        } else if (!strncmp(key, "shared_memory", 13)) {
+            return serve_fail(e, SERVE_BAD_REQUEST, "request parameter '%s' belongs in the parameters of an input or a "
+                                                    "requested output, not of the request", key);
         } else if (!strncmp(key, "triton_", 7)) {
             return serve_fail(e, SERVE_BAD_REQUEST, "request parameter '%s' is reserved (names starting with 'triton_' "
                                                     "are Triton's) and not known to cinfer", key);
         }
         /* other custom parameters are accepted and ignored, as Triton passes them to backends */
     }
+    return 0;
+}
+
+/* Reads one shared_memory_* parameter `key` of input or output `name` (kind "input" / "output") into ref.
+ * Returns 0, or -1 on a bad value or an unknown shared_memory_* key. */
+static int parse_shm_param(const char *kind, const char *name, const char *key, json_t *v, kserve_shm_ref *ref,
+                           serve_error *e) {
+    if (!strcmp(key, "shared_memory_region")) {
+        if (!json_is_string(v) || !json_string_length(v))
+            return serve_fail(e, SERVE_BAD_REQUEST, "%s '%s': shared_memory_region must be a non-empty string", kind, name);
+        free(ref->region);
+        if (!(ref->region = strdup(json_string_value(v)))) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+        return 0;
+    }
+    uint64_t *dst = !strcmp(key, "shared_memory_offset") ? &ref->offset
+                    : !strcmp(key, "shared_memory_byte_size") ? &ref->byte_size : NULL;
+    if (!dst)
+        return serve_fail(e, SERVE_BAD_REQUEST, "%s '%s': unknown parameter '%s' (shared memory takes shared_memory_region, "
+                                                "shared_memory_offset and shared_memory_byte_size)", kind, name, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return serve_fail(e, SERVE_BAD_REQUEST, "%s '%s': %s must be a non-negative integer", kind, name, key);
+    *dst = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+/* After every parameter of an input or output was read: shared_memory_byte_size and _offset need a region, and a
+ * region needs a byte size (Triton's rule). */
+static int check_shm_params(const char *kind, const char *name, json_t *params, const kserve_shm_ref *ref,
+                            serve_error *e) {
+    int has_size = json_object_get(params, "shared_memory_byte_size") != NULL,
+        has_offset = json_object_get(params, "shared_memory_offset") != NULL;
+    if (!ref->region && (has_size || has_offset))
+        return serve_fail(e, SERVE_BAD_REQUEST, "%s '%s': shared_memory_%s is given without shared_memory_region", kind,
+                          name, has_size ? "byte_size" : "offset");
+    if (ref->region && !has_size)
+        return serve_fail(e, SERVE_BAD_REQUEST, "%s '%s': shared_memory_region '%s' needs shared_memory_byte_size", kind,
+                          name, ref->region);
     return 0;
 }
 
@@ -217,11 +262,12 @@ static int parse_input(json_t *jin, size_t index, kserve_input *in, int *binary_
                 *binary_size_set = 1;
                 *binary_size = (size_t)json_integer_value(v);
             } else if (!strncmp(key, "shared_memory", 13)) {
-                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shared memory is not supported yet (parameter '%s')", in->name, key);
+                if (parse_shm_param("input", in->name, key, v, &in->shm, e) != 0) return -1;
             } else if (!strncmp(key, "triton_", 7)) {
                 return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': parameter '%s' is reserved and not known to cinfer", in->name, key);
             }
         }
+        if (check_shm_params("input", in->name, params, &in->shm, e) != 0) return -1;
     }
     return 0;
 }
@@ -289,6 +335,14 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         if (numel < 0) {
             serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s is too large", in->name, shp);
             goto done;
+        }
+        if (in->shm.region) { /* data comes from the region: kserve_resolve_shm */
+            if (data || has_bin) {
+                serve_fail(e, SERVE_BAD_REQUEST, "input '%s' has shared_memory_region and also %s; give the data one way",
+                           in->name, data ? "'data'" : "binary_data_size");
+                goto done;
+            }
+            continue;
         }
         if (has_bin) {
             if (data) {
@@ -383,10 +437,17 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
                     serve_fail(e, SERVE_BAD_REQUEST, "output '%s': the classification extension is not supported", o->name);
                     goto done;
                 } else if (!strncmp(key, "shared_memory", 13)) {
-                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s': shared memory is not supported yet (parameter '%s')", o->name, key);
-                    goto done;
+                    if (parse_shm_param("output", o->name, key, v, &o->shm, e) != 0) goto done;
                 } else if (!strncmp(key, "triton_", 7)) {
                     serve_fail(e, SERVE_BAD_REQUEST, "output '%s': parameter '%s' is reserved and not known to cinfer", o->name, key);
+                    goto done;
+                }
+            }
+            if (p) {
+                if (check_shm_params("output", o->name, p, &o->shm, e) != 0) goto done;
+                if (o->shm.region && o->binary == 1) {
+                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s' sets both shared_memory_region and binary_data: true; "
+                                                     "an output goes either into shared memory or into the response", o->name);
                     goto done;
                 }
             }
@@ -400,6 +461,29 @@ done:
     json_decref(root);
     if (rc) kserve_infer_request_free(r);
     return rc;
+}
+
+/* ---- shared memory ---- */
+
+int kserve_resolve_shm(kserve_infer_request *r, shm_registry *reg, serve_error *e) {
+    char what[160];
+    for (size_t i = 0; i < r->num_inputs; i++) {
+        kserve_input *in = &r->inputs[i];
+        if (!in->shm.region || in->shm.held) continue;
+        snprintf(what, sizeof what, "input '%s'", in->name);
+        if (shm_acquire(reg, in->shm.region, in->shm.offset, in->shm.byte_size, what, &in->shm.held, &in->shm.addr, e) != 0)
+            return -1;
+        in->data = in->shm.addr;
+        in->byte_size = (size_t)in->shm.byte_size;
+    }
+    for (size_t i = 0; i < r->num_outputs; i++) {
+        kserve_output *o = &r->outputs[i];
+        if (!o->shm.region || o->shm.held) continue;
+        snprintf(what, sizeof what, "output '%s'", o->name);
+        if (shm_acquire(reg, o->shm.region, o->shm.offset, o->shm.byte_size, what, &o->shm.held, &o->shm.addr, e) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* ---- binding to the model config ---- */
@@ -487,6 +571,9 @@ int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_
         if (!in)
             return serve_fail(e, SERVE_BAD_REQUEST, "expected %zu inputs but got %zu inputs for model '%s': input '%s' is missing",
                               cfg->num_inputs, r->num_inputs, cfg->name, t->name);
+        if (in->shm.region && !in->shm.held)
+            return serve_fail(e, SERVE_INTERNAL, "input '%s': shared memory region '%s' was not resolved before binding",
+                              in->name, in->shm.region);
         if (in->dtype != t->dtype)
             return serve_fail(e, SERVE_BAD_REQUEST, "inference input '%s' data-type is '%s', but model '%s' expects '%s'", in->name,
                               kserve_dtype_name(in->dtype), cfg->name, kserve_dtype_name(t->dtype));
@@ -556,11 +643,24 @@ int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_
     for (size_t k = 0; k < cfg->num_outputs; k++) {
         const config_tensor *t = &cfg->outputs[k];
         int wanted = r->num_outputs == 0, binary = r->binary_data_output;
+        const kserve_output *req_out = NULL;
         for (size_t i = 0; i < r->num_outputs; i++)
             if (!strcmp(r->outputs[i].name, t->name)) {
                 wanted = 1;
+                req_out = &r->outputs[i];
                 if (r->outputs[i].binary >= 0) binary = r->outputs[i].binary;
             }
+        if (req_out && req_out->shm.region) {
+            /* the config fixes the size when no dim is variable: refuse a range too small before running */
+            size_t esz = cinfer_dtype_size(t->dtype);
+            int64_t numel = batched ? batch : 1;
+            for (int d = 0; d < t->ndims && numel >= 0; d++) numel = t->dims[d] < 0 ? -1 : numel * t->dims[d];
+            if (esz && numel >= 0 && (uint64_t)numel * esz > req_out->shm.byte_size)
+                return serve_fail(e, SERVE_BAD_REQUEST, "output '%s' of model '%s' needs %" PRIu64 " bytes but its "
+                                                        "shared_memory_byte_size is %" PRIu64, t->name, cfg->name,
+                                  (uint64_t)numel * esz, req_out->shm.byte_size);
+            continue;
+        }
         if (wanted && !binary && (t->dtype == CINFER_DTYPE_FLOAT16 || t->dtype == CINFER_DTYPE_BFLOAT16))
             return serve_fail(e, SERVE_BAD_REQUEST, "output '%s' of model '%s' has datatype %s, which is only returned as binary "
                                                     "data: request it with \"binary_data\": true", t->name, cfg->name,
@@ -640,6 +740,23 @@ int kserve_encode_response(const kserve_infer_request *r, const char *model_name
         json_object_set_new(o, "datatype", json_string(kserve_dtype_name(t->dtype)));
         json_object_set_new(o, "shape", shape);
         int64_t numel = kserve_numel(t->dims, t->ndim);
+        const kserve_shm_ref *shm = r->num_outputs ? &r->outputs[i].shm : NULL;
+        if (shm && shm->region) { /* into the region; the response lists the output without data */
+            size_t nbytes = (size_t)numel * cinfer_dtype_size(t->dtype);
+            json_array_append_new(outs, o);
+            if (!shm->addr) {
+                serve_fail(e, SERVE_INTERNAL, "output '%s': shared memory region '%s' was not resolved", t->name, shm->region);
+                goto done;
+            }
+            if (nbytes > shm->byte_size) {
+                serve_fail(e, SERVE_BAD_REQUEST, "output '%s' of model '%s' has %zu bytes, more than its "
+                                                 "shared_memory_byte_size of %" PRIu64 " in region '%s'", t->name, model_name,
+                           nbytes, shm->byte_size, shm->region);
+                goto done;
+            }
+            if (nbytes) memcpy(shm->addr, t->data, nbytes);
+            continue;
+        }
         if (binary) {
             size_t nbytes = (size_t)numel * cinfer_dtype_size(t->dtype);
             json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));

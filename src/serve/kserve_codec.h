@@ -1,5 +1,6 @@
-/* KServe v2 inference codec: parses an infer request body (JSON, or JSON + binary tensors), binds its inputs
- * to a model config (names, datatypes, shapes, sizes), and encodes the response (JSON and binary outputs). */
+/* KServe v2 inference codec: parses an infer request body (JSON, or JSON + binary tensors), resolves inputs and
+ * outputs that live in system shared-memory regions, binds the inputs to a model config (names, datatypes,
+ * shapes, sizes), and encodes the response (JSON and binary outputs; shared-memory outputs written in place). */
 #ifndef SERVE_KSERVE_CODEC_H
 #define SERVE_KSERVE_CODEC_H
 
@@ -9,6 +10,16 @@
 #include "cinfer/cinfer.h"
 #include "config_model.h"
 #include "serve_error.h"
+#include "shm.h"
+
+/* A tensor held in a system shared-memory region: the parameters shared_memory_region, shared_memory_offset
+ * (default 0) and shared_memory_byte_size of an input or a requested output. */
+typedef struct kserve_shm_ref {
+    char *region;            /* NULL: not in shared memory */
+    uint64_t offset, byte_size;
+    shm_region *held;        /* reference taken by kserve_resolve_shm, dropped by kserve_infer_request_free */
+    void *addr;              /* first byte of the range once resolved */
+} kserve_shm_ref;
 
 typedef struct kserve_input {
     char *name;
@@ -18,11 +29,13 @@ typedef struct kserve_input {
     const void *data;        /* little-endian elements; BYTES: 4-byte length + bytes per element */
     size_t byte_size;
     void *owned;             /* data converted from JSON, freed with the request */
+    kserve_shm_ref shm;      /* data in shared memory: set by kserve_resolve_shm */
 } kserve_input;
 
 typedef struct kserve_output {
     char *name;
     int binary;              /* -1: not said (request default applies), 0 JSON, 1 binary */
+    kserve_shm_ref shm;      /* written into shared memory instead of the response (shm.byte_size = capacity) */
 } kserve_output;
 
 typedef struct kserve_infer_request {
@@ -45,14 +58,24 @@ typedef struct kserve_infer_request {
 int kserve_parse_infer(const char *body, size_t len, long long header_len, kserve_infer_request *out, serve_error *e);
 void kserve_infer_request_free(kserve_infer_request *r);
 
+/* Resolves the request's shared-memory references against `reg` (after kserve_parse_infer, before
+ * kserve_bind_inputs): each such input's data becomes its range of the region (byte size =
+ * shared_memory_byte_size, checked against the shape by binding), each such output gets the range it will be
+ * written to. The regions stay mapped until kserve_infer_request_free, even if unregistered meanwhile.
+ * Errors are 400 naming the input or output and the region: unknown region, range past the region's end. */
+int kserve_resolve_shm(kserve_infer_request *r, shm_registry *reg, serve_error *e);
+
 /* Checks the request against the model config and builds the engine tensors for every config input.
  * *batch_size receives the first dim for batching models (else 1). `tensors` has room for cfg->num_inputs.
- * Also checks that requested outputs exist and that FP16/BF16/BYTES outputs are not asked for as JSON. */
+ * Also checks that requested outputs exist, that FP16/BF16/BYTES outputs are not asked for as JSON, and that a
+ * shared-memory output's range can hold the output when the config fixes its size. */
 int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_tensor *tensors, int64_t *batch_size,
                        serve_error *e);
 
 /* Encodes the response for `outputs` (every model output, in model order; only the requested ones are sent).
- * *body is malloc'ed; *json_len is the length of the JSON part when binary data follows, else 0. */
+ * Shared-memory outputs are copied into their region and listed without data (Triton's way); one that does not
+ * fit its shared_memory_byte_size is a 400. *body is malloc'ed; *json_len is the length of the JSON part when
+ * binary data follows, else 0. */
 int kserve_encode_response(const kserve_infer_request *r, const char *model_name, const char *version,
                            const cinfer_tensor *outputs, size_t num_outputs, char **body, size_t *body_len,
                            size_t *json_len, serve_error *e);

@@ -1,6 +1,6 @@
 /* KServe v2 routes: URL dispatch, health, server and model metadata, model config, statistics, repository
  * index/load/unload, and inference (parse + bind on the HTTP thread, queue, suspend; the worker's completion
- * resumes the connection and kserve_finish encodes the response). Also the Prometheus page. */
+ * resumes the connection and kserve_finish encodes the response). Also the route of the Prometheus page (metrics.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +155,7 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
     }
     if (repo_acquire(s->repo, name, version, &j->mv, &e) != 0) goto fail;
     if (kserve_parse_infer(r->body, r->body_len, r->infer_header_len, &j->kreq, &e) != 0) goto fail_counted;
+    if (kserve_resolve_shm(&j->kreq, s->shm, &e) != 0) goto fail_counted;
     j->tensors = calloc(j->mv->cfg.num_inputs ? j->mv->cfg.num_inputs : 1, sizeof *j->tensors);
     if (!j->tensors) {
         serve_fail(&e, SERVE_INTERNAL, "out of memory");
@@ -208,9 +209,62 @@ void kserve_finish(void *ctx, http_request *r) {
 /* ---- routes ---- */
 
 static void handle_server_metadata(http_request *r) {
-    http_respond_json(r, 200, json_pack("{s:s, s:s, s:[s, s, s, s, s, s]}", "name", "cinfer", "version", cinfer_version(),
+    http_respond_json(r, 200, json_pack("{s:s, s:s, s:[s, s, s, s, s, s, s]}", "name", "cinfer", "version", cinfer_version(),
                                         "extensions", "binary_tensor_data", "model_repository", "model_configuration",
-                                        "statistics", "schedule_policy", "parameters"));
+                                        "statistics", "schedule_policy", "parameters", "system_shared_memory"));
+}
+
+/* /v2/systemsharedmemory[/region/{name}]/{status|register|unregister} (Triton's system shared-memory extension):
+ * status is GET, the others POST; register needs a region name and {"key","offset"?,"byte_size"}; unregister
+ * without a name drops every region. */
+static void handle_system_shm(server *s, http_request *r, char **seg, int n) {
+    serve_error e = {0};
+    const char *name = NULL, *action = n == 3 ? seg[2] : n == 5 ? seg[4] : "";
+    if ((n != 3 && n != 5) || (n == 5 && strcmp(seg[2], "region") != 0) ||
+        (strcmp(action, "status") && strcmp(action, "register") && strcmp(action, "unregister"))) {
+        respond_fail(r, SERVE_NOT_FOUND, "no such route: %s (system shared memory routes are /v2/systemsharedmemory"
+                                         "[/region/NAME]/status|register|unregister)", r->url);
+        return;
+    }
+    if (n == 5) name = seg[3];
+    if (!want_method(r, strcmp(action, "status") ? "POST" : "GET")) return;
+    if (!strcmp(action, "status")) {
+        json_t *st = shm_status_json(s->shm, name, &e);
+        if (!st) http_respond_error(r, &e);
+        else http_respond_json(r, 200, st);
+        return;
+    }
+    if (!strcmp(action, "unregister")) {
+        shm_unregister(s->shm, name);
+        http_respond_empty(r, 200);
+        return;
+    }
+    if (!name) {
+        respond_fail(r, SERVE_BAD_REQUEST, "%s", "registering system shared memory needs a region name: POST "
+                                                 "/v2/systemsharedmemory/region/NAME/register");
+        return;
+    }
+    json_t *b = body_json(r, &e);
+    if (!b) {
+        http_respond_error(r, &e);
+        return;
+    }
+    json_t *key = json_object_get(b, "key"), *off = json_object_get(b, "offset"), *size = json_object_get(b, "byte_size");
+    if (!json_is_string(key))
+        serve_fail(&e, SERVE_BAD_REQUEST, "system shared memory register request for region '%s' needs 'key', a string "
+                                          "(the shm_open name)", name);
+    else if (off && (!json_is_integer(off) || json_integer_value(off) < 0))
+        serve_fail(&e, SERVE_BAD_REQUEST, "system shared memory register request for region '%s': 'offset' must be a "
+                                          "non-negative integer", name);
+    else if (!json_is_integer(size) || json_integer_value(size) < 0)
+        serve_fail(&e, SERVE_BAD_REQUEST, "system shared memory register request for region '%s' needs 'byte_size', a "
+                                          "non-negative integer", name);
+    else
+        shm_register(s->shm, name, json_string_value(key), off ? (uint64_t)json_integer_value(off) : 0,
+                     (uint64_t)json_integer_value(size), &e);
+    json_decref(b);
+    if (e.code) http_respond_error(r, &e);
+    else http_respond_empty(r, 200);
 }
 
 static void handle_stats(server *s, http_request *r, const char *name, const char *version) {
@@ -306,7 +360,11 @@ http_result kserve_handle(void *ctx, http_request *r) {
         handle_repository(s, r, seg, n);
         return HTTP_DONE;
     }
-    if (!strcmp(seg[1], "systemsharedmemory") || !strcmp(seg[1], "cudasharedmemory")) {
+    if (!strcmp(seg[1], "systemsharedmemory")) {
+        handle_system_shm(s, r, seg, n);
+        return HTTP_DONE;
+    }
+    if (!strcmp(seg[1], "cudasharedmemory")) {
         respond_fail(r, SERVE_UNSUPPORTED, "%s is not supported yet", seg[1]);
         return HTTP_DONE;
     }
@@ -363,7 +421,7 @@ http_result kserve_handle_metrics(void *ctx, http_request *r) {
     }
     if (!want_method(r, "GET")) return HTTP_DONE;
     stats_text t = {0};
-    repo_metrics(s->repo, &t);
+    metrics_write(s->page, s->repo, &t);
     if (t.oom) {
         free(t.d);
         respond_fail(r, SERVE_INTERNAL, "%s", "out of memory while writing the metrics");

@@ -1,106 +1,104 @@
-/* Per-model request queue: one FIFO per priority level under one mutex, a condition variable for the instance
- * workers, a size bound and per-request deadlines (checked by the worker before it runs a request). */
+/* Per-model request queue: one doubly linked FIFO per priority level (so the batcher can take requests of one
+ * shape from the middle), a size bound, sequence numbers and per-request deadlines. The caller holds the lock. */
 #include "model_queue.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "stats.h"
+void model_batch_outputs_release(model_batch_outputs *b) {
+    if (!b) return;
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+    for (size_t i = 0; i < b->num; i++) cinfer_tensor_free_data(&b->tensors[i]);
+    free(b->tensors);
+    free(b);
+}
 
 void model_request_free_outputs(model_request *r) {
     if (!r) return;
-    for (size_t i = 0; i < r->num_outputs; i++) cinfer_tensor_free_data(&r->outputs[i]);
+    if (r->outputs_own_data)
+        for (size_t i = 0; i < r->num_outputs; i++) cinfer_tensor_free_data(&r->outputs[i]);
+    model_batch_outputs_release(r->batch);
+    r->batch = NULL;
+    free(r->output_copy);
+    r->output_copy = NULL;
     free(r->outputs);
     r->outputs = NULL;
     r->num_outputs = 0;
+    r->outputs_own_data = 0;
 }
 
-int model_queue_init(model_queue *q, uint32_t levels, uint32_t default_level, size_t max_size,
-                     uint64_t default_timeout_us, int allow_timeout_override) {
+int model_queue_init(model_queue *q, const model_queue_policy *policy) {
     memset(q, 0, sizeof *q);
-    q->levels = levels ? levels : 1;
-    q->default_level = default_level ? default_level : (q->levels + 1) / 2;
-    q->max_size = max_size;
-    q->default_timeout_us = default_timeout_us;
-    q->allow_timeout_override = allow_timeout_override;
-    q->head = calloc(q->levels, sizeof *q->head);
-    q->tail = calloc(q->levels, sizeof *q->tail);
+    q->policy = *policy;
+    q->policy.levels = policy->levels ? policy->levels : 1;
+    q->policy.default_level = policy->default_level ? policy->default_level : (q->policy.levels + 1) / 2;
+    if (q->policy.full_status != SERVE_TOO_MANY_REQUESTS) q->policy.full_status = SERVE_UNAVAILABLE;
+    q->head = calloc(q->policy.levels, sizeof *q->head);
+    q->tail = calloc(q->policy.levels, sizeof *q->tail);
     if (!q->head || !q->tail) {
         free(q->head);
         free(q->tail);
+        q->head = q->tail = NULL;
         return -1;
     }
-    pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->ready, NULL);
     return 0;
 }
 
 void model_queue_destroy(model_queue *q) {
     if (!q || !q->head) return;
-    pthread_mutex_destroy(&q->lock);
-    pthread_cond_destroy(&q->ready);
     free(q->head);
     free(q->tail);
     q->head = q->tail = NULL;
 }
 
 int model_queue_push(model_queue *q, model_request *r, const char *model_name, serve_error *e) {
-    uint32_t level = r->priority ? r->priority : q->default_level;
-    if (q->levels > 1 && level > q->levels)
+    const model_queue_policy *p = &q->policy;
+    uint32_t level = r->priority ? r->priority : p->default_level;
+    if (p->levels > 1 && level > p->levels)
         return serve_fail(e, SERVE_BAD_REQUEST, "priority %u is out of range for model '%s': it has %u priority levels (1 is highest)",
-                          r->priority, model_name, q->levels);
-    if (level > q->levels) level = q->levels; /* one level: priorities are accepted and ignored, as Triton */
-    /* Triton's rule: a request may shorten, never lengthen, the default timeout unless override is allowed. */
-    uint64_t timeout = q->default_timeout_us;
-    if (r->timeout_us && (!timeout || q->allow_timeout_override || r->timeout_us < timeout)) timeout = r->timeout_us;
-    r->deadline_ns = timeout ? r->arrival_ns + timeout * 1000u : 0;
-    r->next = NULL;
-    pthread_mutex_lock(&q->lock);
-    if (q->closed) {
-        pthread_mutex_unlock(&q->lock);
+                          r->priority, model_name, p->levels);
+    if (level > p->levels) level = p->levels; /* one level: priorities are accepted and ignored, as Triton */
+    if (q->closed)
         return serve_fail(e, SERVE_UNAVAILABLE, "model '%s' is unloading or the server is shutting down", model_name);
-    }
-    if (q->max_size && q->size >= q->max_size) {
-        pthread_mutex_unlock(&q->lock);
-        return serve_fail(e, SERVE_UNAVAILABLE, "exceeds maximum queue size: model '%s' already has %zu queued requests",
-                          model_name, q->max_size);
-    }
-    uint32_t k = level - 1;
-    if (q->tail[k]) q->tail[k]->next = r;
-    else q->head[k] = r;
-    q->tail[k] = r;
+    if (p->max_size && q->size >= p->max_size)
+        return serve_fail(e, p->full_status, "exceeds maximum queue size: model '%s' already has %zu queued requests",
+                          model_name, p->max_size);
+    uint64_t timeout = p->default_timeout_us;
+    if (r->timeout_us && (!timeout || p->allow_timeout_override || r->timeout_us < timeout)) timeout = r->timeout_us;
+    r->deadline_ns = timeout ? r->arrival_ns + timeout * 1000u : 0;
+    r->level = level - 1;
+    r->seq = q->next_seq++;
+    r->next = NULL;
+    r->prev = q->tail[r->level];
+    if (r->prev) r->prev->next = r;
+    else q->head[r->level] = r;
+    q->tail[r->level] = r;
     q->size++;
-    pthread_cond_signal(&q->ready);
-    pthread_mutex_unlock(&q->lock);
+    q->total_batch += r->batch_size > 0 ? r->batch_size : 1;
     return 0;
 }
 
-model_request *model_queue_pop(model_queue *q) {
-    pthread_mutex_lock(&q->lock);
-    while (q->size == 0 && !q->closed) pthread_cond_wait(&q->ready, &q->lock);
-    model_request *r = NULL;
-    for (uint32_t k = 0; k < q->levels && !r; k++) {
-        if (!q->head[k]) continue;
-        r = q->head[k];
-        q->head[k] = r->next;
-        if (!q->head[k]) q->tail[k] = NULL;
-        r->next = NULL;
-        q->size--;
-    }
-    pthread_mutex_unlock(&q->lock);
-    return r;
+model_request *model_queue_first(const model_queue *q) {
+    for (uint32_t k = 0; k < q->policy.levels; k++)
+        if (q->head[k]) return q->head[k];
+    return NULL;
 }
 
-void model_queue_close(model_queue *q) {
-    pthread_mutex_lock(&q->lock);
-    q->closed = 1;
-    pthread_cond_broadcast(&q->ready);
-    pthread_mutex_unlock(&q->lock);
+model_request *model_queue_next(const model_queue *q, const model_request *r) {
+    if (r->next) return r->next;
+    for (uint32_t k = r->level + 1; k < q->policy.levels; k++)
+        if (q->head[k]) return q->head[k];
+    return NULL;
 }
 
-size_t model_queue_size(model_queue *q) {
-    pthread_mutex_lock(&q->lock);
-    size_t n = q->size;
-    pthread_mutex_unlock(&q->lock);
-    return n;
+void model_queue_unlink(model_queue *q, model_request *r) {
+    if (r->prev) r->prev->next = r->next;
+    else q->head[r->level] = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else q->tail[r->level] = r->prev;
+    r->next = r->prev = NULL;
+    q->size--;
+    q->total_batch -= r->batch_size > 0 ? r->batch_size : 1;
 }
+
+void model_queue_close(model_queue *q) { q->closed = 1; }

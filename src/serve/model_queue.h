@@ -1,17 +1,21 @@
-/* The unit of scheduling (model_request) and the per-model queue it waits in.
+/* The unit of scheduling (model_request) and the per-model priority queue it waits in.
  *
- * Design for the dynamic batcher (next step): a request carries everything a batcher needs to decide
- * without looking at HTTP: its bound inputs (names, dtypes, shapes, data), its batch size (first dim when the
- * model batches, else 1), arrival time, priority level, deadline, a cancellation probe and a completion
- * callback. The queue keeps one FIFO per priority level (level 1 served first) and enforces max_queue_size.
- * Today an instance worker pops one request and runs it alone (model_queue_pop); a batcher replaces that call
- * with one that takes several compatible requests (same non-batch shapes) up to max_batch_size / preferred
- * sizes / max delay, concatenates their inputs, runs once, and scatters the outputs back into each request's
- * `outputs` before calling `done` on each. Nothing outside model_queue.c and model_version.c changes. */
+ * A request carries everything the batcher needs to decide without looking at HTTP: its bound inputs (names,
+ * dtypes, shapes, data), its batch size (first dim when the model batches, else 1), arrival time, priority
+ * level, deadline, a cancellation probe and a completion callback. The queue keeps one FIFO per priority level
+ * (level 1 served first), enforces max_queue_size and sets each request's deadline from the queue policy.
+ * The queue itself takes no lock: its owner (scheduler.c) holds one lock around every call, and the batcher
+ * (batcher.c) walks and unlinks requests under that lock when an instance is free to run a batch.
+ *
+ * Invariants the scheduling code keeps (kserve_routes.c relies on them):
+ *  - `done` is called exactly once for every request that model_queue_push accepted, from a worker thread,
+ *    never from the thread that pushed it; the submitter's model reference is dropped no later than in `done`.
+ *  - nothing here ever waits on an HTTP thread: pushing takes the scheduler lock for a few pointer updates only.
+ *  - a request whose deadline passed is never executed, and a cancelled one is dropped before it runs. */
 #ifndef SERVE_MODEL_QUEUE_H
 #define SERVE_MODEL_QUEUE_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +23,7 @@
 #include "serve_error.h"
 
 typedef struct model_request model_request;
+typedef struct model_batch_outputs model_batch_outputs;
 
 struct model_request {
     /* ---- set by the submitter (HTTP layer) before model_version_submit ---- */
@@ -36,42 +41,64 @@ struct model_request {
 
     /* ---- set by the queue and the worker ---- */
     uint64_t deadline_ns;        /* 0 = none */
+    uint64_t seq;                /* arrival order among accepted requests (preserve_ordering) */
+    uint32_t level;              /* 0-based queue level (0 = highest priority) */
     uint64_t start_ns, input_end_ns, infer_end_ns, end_ns; /* execution phases (monotonic ns) */
     serve_error error;           /* error.code != 0 on failure; outputs are then empty */
     cinfer_tensor *outputs;      /* every model output, in model order; freed by model_request_free_outputs */
     size_t num_outputs;
-    model_request *next;         /* queue link */
+    int outputs_own_data;        /* 1: each output's data came from cinfer_session_run (this request ran alone) */
+    model_batch_outputs *batch;  /* else: outputs view into this batch's outputs (shared, counted) */
+    void *output_copy;           /* outputs trimmed back from a padded batch live in this block */
+    model_request *next, *prev;  /* queue links */
+};
+
+/* The outputs of one batched execution, shared by the requests whose outputs point into them. The last
+ * request to release them frees them. */
+struct model_batch_outputs {
+    cinfer_tensor *tensors;
+    size_t num;
+    _Atomic size_t refs;
 };
 
 /* Releases the worker-filled outputs (keeps the rest of the request). */
 void model_request_free_outputs(model_request *r);
+/* Drops one reference to b; frees the engine outputs with the last. NULL is a no-op. */
+void model_batch_outputs_release(model_batch_outputs *b);
+
+typedef struct model_queue_policy {
+    uint32_t levels;              /* priority levels; 0 means one */
+    uint32_t default_level;       /* 1-based; 0 means the middle, as Triton */
+    size_t max_size;              /* queued requests (not running ones); 0 = unbounded */
+    uint64_t default_timeout_us;  /* 0 = none */
+    int allow_timeout_override;   /* a request may set a timeout longer than the default */
+    int full_status;              /* HTTP status when the queue is full: 503 (Triton) or 429 */
+} model_queue_policy;
 
 typedef struct model_queue {
-    pthread_mutex_t lock;
-    pthread_cond_t ready;
     model_request **head, **tail; /* one FIFO per priority level */
-    uint32_t levels;              /* >= 1 */
-    uint32_t default_level;       /* 1-based */
-    size_t size, max_size;        /* max_size 0 = unbounded */
-    uint64_t default_timeout_us;
-    int allow_timeout_override;
+    model_queue_policy policy;
+    size_t size;                  /* requests queued */
+    int64_t total_batch;          /* sum of their batch sizes */
+    uint64_t next_seq;
     int closed;
 } model_queue;
 
-/* levels: priority levels (0 means one); default_level 1-based (0 means the middle, as Triton); max_size 0 =
- * unbounded; default_timeout_us 0 = none. Returns 0 or -1 (out of memory). */
-int model_queue_init(model_queue *q, uint32_t levels, uint32_t default_level, size_t max_size,
-                     uint64_t default_timeout_us, int allow_timeout_override);
+/* Returns 0 or -1 (out of memory). */
+int model_queue_init(model_queue *q, const model_queue_policy *policy);
 void model_queue_destroy(model_queue *q);
 
-/* Appends r at its priority level and sets its deadline. Fails with 503 when the queue is full or closed,
- * 400 when the priority is above the model's levels. */
+/* Appends r at its priority level, stamps its sequence number and sets its deadline. Fails with 503 (or the
+ * policy's full_status) when the queue is full, 503 when closed, 400 when the priority is above the model's
+ * levels. Triton's timeout rule: a request may shorten the default timeout, and lengthen it only when
+ * allow_timeout_override is set. */
 int model_queue_push(model_queue *q, model_request *r, const char *model_name, serve_error *e);
-/* Blocks until a request is available and removes the oldest of the highest priority; NULL once the queue is
- * closed and empty (the worker's signal to exit). */
-model_request *model_queue_pop(model_queue *q);
-/* Refuses new requests; queued ones are still handed out by model_queue_pop. */
+/* Walks the queue in service order: highest priority first, FIFO within a level. NULL at the end. */
+model_request *model_queue_first(const model_queue *q);
+model_request *model_queue_next(const model_queue *q, const model_request *r);
+/* Removes r (which must be queued). */
+void model_queue_unlink(model_queue *q, model_request *r);
+/* Refuses new requests; queued ones stay to be served. */
 void model_queue_close(model_queue *q);
-size_t model_queue_size(model_queue *q);
 
 #endif

@@ -1,12 +1,14 @@
-/* A loaded model version: load + config completion, instances (one session and one worker thread each),
- * warm-up, the worker loop (pop, check deadline and cancellation, run, record statistics, complete), and the
- * drain-then-free retirement used by unload, reload and shutdown. */
+/* A loaded model version: load + config completion, instances (one session and one worker thread each, placed
+ * from instance_group), warm-up, the worker loop (take a batch from the scheduler when free, drop expired and
+ * cancelled requests, gather, run once, scatter, record statistics, complete), and the drain-then-free retirement
+ * used by unload, reload and shutdown. */
 #include "model_version.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -25,70 +27,146 @@ static void fail_request(model_version *mv, model_request *r, stats_fail_reason 
     r->end_ns = stats_now_ns();
     stats_record_failure(&mv->stats, why, r->end_ns - r->arrival_ns);
     atomic_fetch_sub(&mv->stats.pending, 1);
-    r->done(r);
+    scheduler_complete(&mv->sched, r);
 }
 
-/* Runs one request on this instance's session. */
-static void run_request(model_instance *inst, model_request *r) {
+/* Triton's answer to a request whose queue timeout passed before it could run: 503, never executed. */
+static void expire_request(model_version *mv, model_request *r, uint64_t now) {
+    serve_fail(&r->error, SERVE_UNAVAILABLE, "request timeout expired: the request to model '%s' waited %" PRIu64
+                                             " us in the queue", mv->name, (now - r->arrival_ns) / 1000);
+    fail_request(mv, r, STATS_REJECTED);
+}
+
+static void fail_batch(model_version *mv, batcher_batch *b, const serve_error *e, stats_fail_reason why) {
+    for (size_t i = 0; i < b->n; i++) {
+        model_request_free_outputs(b->reqs[i]);
+        b->reqs[i]->error = *e;
+        fail_request(mv, b->reqs[i], why);
+    }
+    b->n = 0;
+}
+
+/* Runs one batch on this instance: drops requests whose client left or whose deadline passed, gathers the
+ * inputs (concatenated, padded), runs the session once, scatters the outputs, records statistics (one execution
+ * of the batch's inferences; per request its queue time and the batch's compute phases) and completes them. */
+static void run_batch(model_instance *inst, batcher_batch *b) {
     model_version *mv = inst->owner;
-    r->start_ns = stats_now_ns();
-    if (r->deadline_ns && r->start_ns > r->deadline_ns) {
-        serve_fail(&r->error, SERVE_UNAVAILABLE, "request timeout expired: the request to model '%s' waited %" PRIu64
-                                                 " us in the queue", mv->name, (r->start_ns - r->arrival_ns) / 1000);
-        fail_request(mv, r, STATS_REJECTED);
+    uint64_t now = stats_now_ns();
+    size_t k = 0;
+    b->total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        model_request *r = b->reqs[i];
+        if (r->cancelled && r->cancelled(r)) {
+            serve_fail(&r->error, SERVE_BAD_REQUEST, "request to model '%s' was cancelled: the client disconnected", mv->name);
+            fail_request(mv, r, STATS_CANCELED);
+        } else if (r->deadline_ns && now > r->deadline_ns) {
+            expire_request(mv, r, now);
+        } else {
+            b->reqs[k++] = r;
+            b->total += r->batch_size;
+        }
+    }
+    b->n = k;
+    if (!b->n) return;
+    uint64_t start = stats_now_ns();
+    for (size_t i = 0; i < b->n; i++) b->reqs[i]->start_ns = start;
+    serve_error e = {0};
+    size_t ni = mv->cfg.num_inputs, no = cinfer_model_num_outputs(mv->model);
+    if (batcher_gather(&mv->sched.policy, b, &inst->scratch, inst->inputs, &e) != 0) {
+        fail_batch(mv, b, &e, STATS_OTHER);
         return;
     }
-    if (r->cancelled && r->cancelled(r)) {
-        serve_fail(&r->error, SERVE_BAD_REQUEST, "request to model '%s' was cancelled: the client disconnected", mv->name);
-        fail_request(mv, r, STATS_CANCELED);
+    cinfer_tensor *outs = calloc(no ? no : 1, sizeof *outs);
+    if (!outs) {
+        serve_fail(&e, SERVE_INTERNAL, "model '%s': out of memory for the outputs", mv->name);
+        fail_batch(mv, b, &e, STATS_OTHER);
         return;
     }
-    size_t no = cinfer_model_num_outputs(mv->model);
-    r->outputs = calloc(no ? no : 1, sizeof *r->outputs);
-    if (!r->outputs) {
-        serve_fail(&r->error, SERVE_INTERNAL, "model '%s': out of memory for the outputs", mv->name);
-        fail_request(mv, r, STATS_OTHER);
-        return;
+    uint64_t input_end = stats_now_ns();
+    cinfer_status st = cinfer_session_run(inst->session, inst->inputs, ni, outs, no);
+    if (inst->test_delay_ms) {
+        struct timespec ts = {(time_t)(inst->test_delay_ms / 1000), (long)(inst->test_delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {}
     }
-    r->num_outputs = no;
-    r->input_end_ns = stats_now_ns();
-    cinfer_status st = cinfer_session_run(inst->session, r->inputs, r->num_inputs, r->outputs, no);
-    r->infer_end_ns = stats_now_ns();
+    uint64_t infer_end = stats_now_ns();
     if (st != CINFER_OK) {
         int code = st == CINFER_ERR_INVALID_ARGUMENT ? SERVE_BAD_REQUEST
                    : st == CINFER_ERR_UNSUPPORTED    ? SERVE_UNSUPPORTED
                                                      : SERVE_INTERNAL;
-        serve_fail(&r->error, code, "model '%s' version %s failed to run: %s: %s", mv->name, mv->version_str,
-                   cinfer_status_name(st), cinfer_last_error());
-        model_request_free_outputs(r);
-        r->num_outputs = 0;
-        fail_request(mv, r, code == SERVE_BAD_REQUEST ? STATS_OTHER : STATS_BACKEND);
+        serve_fail(&e, code, "model '%s' version %s failed to run%s: %s: %s", mv->name, mv->version_str,
+                   b->n > 1 ? " a batch" : "", cinfer_status_name(st), cinfer_last_error());
+        for (size_t j = 0; j < no; j++) cinfer_tensor_free_data(&outs[j]);
+        free(outs);
+        fail_batch(mv, b, &e, code == SERVE_BAD_REQUEST ? STATS_OTHER : STATS_BACKEND);
         return;
     }
-    r->end_ns = stats_now_ns();
-    uint64_t in = r->input_end_ns - r->start_ns, infer = r->infer_end_ns - r->input_end_ns, out = r->end_ns - r->infer_end_ns;
-    stats_record_execution(&mv->stats, mv->cfg.max_batch_size > 0 ? r->batch_size : 1, in, infer, out);
-    stats_record_success(&mv->stats, r->start_ns - r->arrival_ns, in, infer, out, r->end_ns - r->arrival_ns);
-    atomic_fetch_sub(&mv->stats.pending, 1);
-    r->done(r);
+    if (batcher_scatter(&mv->sched.policy, b, outs, mv->name, &mv->cfg, &e) != 0) { /* outs taken over */
+        fail_batch(mv, b, &e, STATS_BACKEND);
+        return;
+    }
+    uint64_t end = stats_now_ns();
+    uint64_t in = input_end - start, infer = infer_end - input_end, out = end - infer_end;
+    int64_t inferences = mv->cfg.max_batch_size > 0 ? b->total : 1;
+    stats_record_execution(&mv->stats, inferences, in, infer, out);
+    atomic_fetch_add(&inst->executions, 1);
+    atomic_fetch_add(&inst->inferences, (uint64_t)inferences);
+    for (size_t i = 0; i < b->n; i++) {
+        model_request *r = b->reqs[i];
+        r->input_end_ns = input_end;
+        r->infer_end_ns = infer_end;
+        r->end_ns = end;
+        stats_record_success(&mv->stats, start - r->arrival_ns, in, infer, out, end - r->arrival_ns);
+        atomic_fetch_sub(&mv->stats.pending, 1);
+        scheduler_complete(&mv->sched, r);
+    }
+    b->n = 0;
 }
 
+/* The instance's worker: pulls a batch whenever the instance is free, until the queue is closed and empty. */
 static void *worker_main(void *arg) {
     model_instance *inst = arg;
-    model_request *r;
-    while ((r = model_queue_pop(&inst->owner->queue)) != NULL) run_request(inst, r);
+    model_version *mv = inst->owner;
+    while (scheduler_next(&mv->sched, inst->index, &inst->batch)) {
+        uint64_t now = stats_now_ns();
+        for (model_request *r = inst->batch.expired, *nx; r; r = nx) {
+            nx = r->next; /* completing may reuse the link */
+            r->next = NULL;
+            expire_request(mv, r, now);
+        }
+        inst->batch.expired = NULL;
+        atomic_store(&inst->busy, 1);
+        run_batch(inst, &inst->batch);
+        atomic_store(&inst->busy, 0);
+        scheduler_batch_done(&mv->sched, inst->index);
+    }
     return NULL;
 }
 
 int model_version_submit(model_version *mv, model_request *r, serve_error *e) {
     atomic_fetch_add(&mv->stats.pending, 1);
-    if (model_queue_push(&mv->queue, r, mv->name, e) != 0) {
+    if (scheduler_submit(&mv->sched, r, e) != 0) {
         atomic_fetch_sub(&mv->stats.pending, 1);
-        stats_record_failure(&mv->stats, e->code == SERVE_UNAVAILABLE ? STATS_REJECTED : STATS_OTHER,
-                             stats_now_ns() - r->arrival_ns);
+        int full = e->code == SERVE_UNAVAILABLE || e->code == SERVE_TOO_MANY_REQUESTS;
+        stats_record_failure(&mv->stats, full ? STATS_REJECTED : STATS_OTHER, stats_now_ns() - r->arrival_ns);
         return -1;
     }
     return 0;
+}
+
+json_t *model_version_stats_json(const model_version *mv) {
+    json_t *j = stats_model_json(&mv->stats, mv->name, mv->version_str, mv->memory_bytes);
+    json_t *a = json_array();
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        const model_instance *inst = &mv->instances[i];
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:i}", "name", inst->name, "kind",
+                                           inst->kind == CONFIG_KIND_GPU ? "KIND_GPU" : "KIND_CPU", "device", inst->device,
+                                           "execution_count", (json_int_t)atomic_load(&inst->executions),
+                                           "inference_count", (json_int_t)atomic_load(&inst->inferences),
+                                           "in_flight", atomic_load(&inst->busy)));
+    }
+    if (j) json_object_set_new(j, "instance_stats", a);
+    else json_decref(a);
+    return j;
 }
 
 /* Fills a warm-up tensor with zeros or a fixed pseudo-random pattern. */
@@ -152,10 +230,16 @@ done:
 }
 
 static void free_version(model_version *mv) {
-    for (size_t i = 0; i < mv->num_instances; i++) cinfer_session_free(mv->instances[i].session);
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        model_instance *inst = &mv->instances[i];
+        cinfer_session_free(inst->session);
+        batcher_batch_free(&inst->batch);
+        batcher_scratch_free(&inst->scratch);
+        free(inst->inputs);
+    }
     free(mv->instances);
     cinfer_model_free(mv->model);
-    model_queue_destroy(&mv->queue);
+    scheduler_destroy(&mv->sched);
     stats_model_destroy(&mv->stats);
     config_model_free(&mv->cfg);
     pthread_mutex_destroy(&mv->ref_lock);
@@ -164,33 +248,107 @@ static void free_version(model_version *mv) {
     free(mv);
 }
 
-/* Lists the devices of the instances the config asks for (default: one instance on opt->device). */
-static int plan_instances(model_version *mv, const model_load_options *opt, serve_error *e) {
-    size_t total = 0;
-    for (size_t g = 0; g < mv->cfg.num_groups; g++) {
-        const config_instance_group *grp = &mv->cfg.groups[g];
-        total += (size_t)grp->count * (grp->num_gpus ? grp->num_gpus : 1);
+/* The GPUs this process sees (cinfer_cuda_device_count); 0 with the reason in `why` when there are none. */
+static int visible_gpus(char *why, size_t n) {
+    int count = 0;
+    if (cinfer_cuda_device_count(&count) != CINFER_OK) {
+        snprintf(why, n, "%s", cinfer_last_error());
+        return 0;
     }
-    if (!mv->cfg.num_groups) total = 1;
+    if (count <= 0) snprintf(why, n, "the CUDA driver reports no device");
+    return count > 0 ? count : 0;
+}
+
+/* Resolves the config's instance groups to devices, as Triton does: KIND_CPU groups give `count` CPU instances;
+ * KIND_GPU groups give `count` instances on each listed GPU, or on every visible GPU when none is listed; KIND_AUTO
+ * groups (and the default group, one instance, used when the config has none) follow --device: "auto" means every
+ * visible GPU, else the CPU; "cuda" every visible GPU; "cuda:N" GPU N; "cpu" the CPU. Resolved groups are written
+ * back into the config (kind CPU/GPU and the GPU list), so GET .../config shows where instances went. */
+static int plan_instances(model_version *mv, const model_load_options *opt, serve_error *e) {
+    model_config *cfg = &mv->cfg;
+    if (!cfg->num_groups) { /* the default group, printed as Triton's auto-completion does */
+        if (!(cfg->groups = calloc(1, sizeof *cfg->groups))) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+        cfg->num_groups = 1;
+        cfg->groups[0].count = 1;
+        cfg->groups[0].kind = CONFIG_KIND_AUTO;
+    }
+    char why[512] = "";
+    int ngpu = -1; /* asked lazily: CPU-only configs never touch CUDA */
+    size_t total = 0;
+    for (size_t g = 0; g < cfg->num_groups; g++) {
+        config_instance_group *grp = &cfg->groups[g];
+        const char *dev = opt->device && opt->device[0] ? opt->device : "auto";
+        if (grp->kind == CONFIG_KIND_AUTO && !grp->num_gpus) {
+            if (!strcmp(dev, "cpu")) {
+                grp->kind = CONFIG_KIND_CPU;
+            } else if (!strncmp(dev, "cuda:", 5)) {
+                grp->kind = CONFIG_KIND_GPU;
+                if (!(grp->gpus = malloc(sizeof *grp->gpus))) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+                grp->gpus[0] = atoi(dev + 5);
+                grp->num_gpus = 1;
+            } else {
+                if (ngpu < 0) ngpu = visible_gpus(why, sizeof why);
+                if (!strcmp(dev, "cuda") && !ngpu)
+                    return serve_fail(e, SERVE_BAD_REQUEST, "model '%s': --device cuda but no GPU is visible: %s", mv->name, why);
+                grp->kind = ngpu ? CONFIG_KIND_GPU : CONFIG_KIND_CPU;
+            }
+        } else if (grp->kind == CONFIG_KIND_AUTO) {
+            grp->kind = CONFIG_KIND_GPU; /* gpus listed */
+        }
+        if (grp->kind == CONFIG_KIND_GPU && !grp->num_gpus) {
+            if (ngpu < 0) ngpu = visible_gpus(why, sizeof why);
+            if (!ngpu)
+                return serve_fail(e, SERVE_BAD_REQUEST, "model '%s' instance_group %zu is KIND_GPU but no GPU is visible: %s "
+                                                        "(use KIND_CPU or KIND_AUTO)", mv->name, g, why);
+            if (!(grp->gpus = malloc((size_t)ngpu * sizeof *grp->gpus))) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+            for (int d = 0; d < ngpu; d++) grp->gpus[d] = d;
+            grp->num_gpus = (size_t)ngpu;
+        }
+        total += (size_t)grp->count * (grp->kind == CONFIG_KIND_GPU ? grp->num_gpus : 1);
+    }
     mv->instances = calloc(total, sizeof *mv->instances);
     if (!mv->instances) return serve_fail(e, SERVE_INTERNAL, "out of memory");
     size_t k = 0;
-    if (!mv->cfg.num_groups) snprintf(mv->instances[k++].device, sizeof mv->instances[0].device, "%s", opt->device);
-    for (size_t g = 0; g < mv->cfg.num_groups; g++) {
-        const config_instance_group *grp = &mv->cfg.groups[g];
-        size_t ndev = grp->num_gpus ? grp->num_gpus : 1;
+    for (size_t g = 0; g < cfg->num_groups; g++) {
+        const config_instance_group *grp = &cfg->groups[g];
+        size_t ndev = grp->kind == CONFIG_KIND_GPU ? grp->num_gpus : 1;
+        size_t c = 0;
         for (size_t d = 0; d < ndev; d++)
-            for (int c = 0; c < grp->count; c++) {
-                char *dev = mv->instances[k++].device;
-                size_t n = sizeof mv->instances[0].device;
-                if (grp->kind == CONFIG_KIND_CPU) snprintf(dev, n, "cpu");
-                else if (grp->num_gpus) snprintf(dev, n, "cuda:%d", grp->gpus[d]);
-                else if (grp->kind == CONFIG_KIND_GPU) snprintf(dev, n, "%s", strncmp(opt->device, "cuda", 4) ? "cuda" : opt->device);
-                else snprintf(dev, n, "%s", opt->device);
+            for (int n = 0; n < grp->count; n++, c++) {
+                model_instance *inst = &mv->instances[k];
+                inst->index = k++;
+                inst->kind = grp->kind;
+                if (grp->name) snprintf(inst->name, sizeof inst->name, "%s_%zu", grp->name, c);
+                else snprintf(inst->name, sizeof inst->name, "%s_%zu_%zu", mv->name, g, c);
+                if (grp->kind == CONFIG_KIND_CPU) snprintf(inst->device, sizeof inst->device, "cpu");
+                else snprintf(inst->device, sizeof inst->device, "cuda:%d", grp->gpus[d]);
             }
     }
     mv->num_instances = total;
     return 0;
+}
+
+/* CINFER_SERVE_TEST_SLOW_INSTANCE=<model>:<index>:<ms>[,...] (test-only): instance <index> of <model> sleeps
+ * <ms> after every execution, so the scheduler's load balancing can be tested. Read at load. */
+static void apply_test_slowdown(model_version *mv) {
+    const char *env = getenv("CINFER_SERVE_TEST_SLOW_INSTANCE");
+    if (!env || !env[0]) return;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", env);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *c2 = strrchr(item, ':');
+        if (!c2) continue;
+        *c2 = 0;
+        char *c1 = strrchr(item, ':');
+        if (!c1) continue;
+        *c1 = 0;
+        unsigned long idx = strtoul(c1 + 1, NULL, 10), ms = strtoul(c2 + 1, NULL, 10);
+        if (strcmp(item, mv->name) != 0 || idx >= mv->num_instances) continue;
+        mv->instances[idx].test_delay_ms = (unsigned)(ms > 60000 ? 60000 : ms);
+        log_warn("model '%s' instance %lu (%s) is slowed down by %lu ms per execution (CINFER_SERVE_TEST_SLOW_INSTANCE, "
+                 "for tests only)", mv->name, idx, mv->instances[idx].name, ms);
+    }
 }
 
 int model_version_load(const char *name, int64_t version, const char *path, model_config *cfg,
@@ -225,31 +383,32 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
     if (note[0]) log_info("model '%s' version %" PRId64 ": %s", name, version, note);
     cinfer_model_stats ms;
     if (cinfer_model_get_stats(mv->model, &ms) == CINFER_OK) mv->memory_bytes = ms.parameter_bytes;
-    const config_dynamic_batching *db = &mv->cfg.dynamic_batching;
-    if (stats_model_init(&mv->stats, mv->cfg.max_batch_size) != 0 ||
-        model_queue_init(&mv->queue, db->priority_levels, db->default_priority_level, db->default_queue_policy.max_queue_size,
-                         db->default_queue_policy.default_timeout_us, db->default_queue_policy.allow_timeout_override) != 0) {
+    if (stats_model_init(&mv->stats, mv->cfg.max_batch_size) != 0) {
         serve_fail(e, SERVE_INTERNAL, "out of memory");
         goto err;
     }
     if (plan_instances(mv, opt, e) != 0) goto err;
-    if (!mv->cfg.num_groups) { /* print the default group in the config, as Triton's auto-completion does */
-        if (!(mv->cfg.groups = calloc(1, sizeof *mv->cfg.groups))) {
+    if (scheduler_init(&mv->sched, &mv->cfg, mv->num_instances, mv->name, cerr, sizeof cerr) != 0) {
+        serve_fail(e, SERVE_BAD_REQUEST, "%s", cerr);
+        goto err;
+    }
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        model_instance *inst = &mv->instances[i];
+        inst->owner = mv;
+        inst->inputs = calloc(mv->cfg.num_inputs ? mv->cfg.num_inputs : 1, sizeof *inst->inputs);
+        if (!inst->inputs || batcher_batch_init(&inst->batch, &mv->sched.policy) != 0) {
             serve_fail(e, SERVE_INTERNAL, "out of memory");
             goto err;
         }
-        mv->cfg.num_groups = 1;
-        mv->cfg.groups[0].count = 1;
-        mv->cfg.groups[0].kind = strncmp(mv->instances[0].device, "cuda", 4) ? CONFIG_KIND_CPU : CONFIG_KIND_GPU;
     }
+    apply_test_slowdown(mv);
     char threads[16];
     snprintf(threads, sizeof threads, "%d", opt->threads);
     const char *keys[] = {"threads"}, *vals[] = {threads};
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
-        inst->owner = mv;
         if (cinfer_session_create(mv->model, inst->device, keys, vals, opt->threads > 0 ? 1 : 0, &inst->session) != CINFER_OK) {
-            serve_fail(e, SERVE_BAD_REQUEST, "instance %zu on device '%s': %s", i, inst->device, cinfer_last_error());
+            serve_fail(e, SERVE_BAD_REQUEST, "instance %s on device '%s': %s", inst->name, inst->device, cinfer_last_error());
             goto err;
         }
         for (size_t w = 0; w < mv->cfg.num_warmups; w++)
@@ -265,7 +424,7 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
     *out = mv;
     return 0;
 err:
-    if (mv->queue.head) model_queue_close(&mv->queue);
+    if (mv->sched.initialised) scheduler_close(&mv->sched);
     for (size_t i = 0; i < mv->num_instances; i++)
         if (mv->instances[i].started) pthread_join(mv->instances[i].thread, NULL);
     free_version(mv);
@@ -274,7 +433,7 @@ err:
 
 void model_version_retire(model_version *mv) {
     if (!mv) return;
-    model_queue_close(&mv->queue);
+    scheduler_close(&mv->sched);
     for (size_t i = 0; i < mv->num_instances; i++)
         if (mv->instances[i].started) pthread_join(mv->instances[i].thread, NULL);
     model_version_unref(mv);

@@ -11,21 +11,32 @@
 #include "cinfer/cinfer.h"
 #include "config_model.h"
 #include "model_queue.h"
+#include "scheduler.h"
 #include "serve_error.h"
 #include "stats.h"
 
 typedef struct model_load_options {
-    const char *device;     /* session device for KIND_AUTO groups: "cpu", "cuda", "cuda:N" */
+    const char *device;     /* KIND_AUTO groups and the default group: "auto" (every visible GPU, else the CPU),
+                             * "cpu", "cuda" (every visible GPU) or "cuda:N" */
     int threads;            /* session "threads" option; 0 = engine default */
     int default_max_batch;  /* max_batch_size chosen by auto-completion (0 = never batch) */
 } model_load_options;
 
 typedef struct model_instance {
     struct model_version *owner;
+    size_t index;                /* in owner->instances, and in the scheduler */
+    char name[64];               /* "<group name>_<k>", as Triton names instances */
+    int kind;                    /* CONFIG_KIND_CPU or CONFIG_KIND_GPU */
     cinfer_session *session;
     char device[32];
     pthread_t thread;
     int started;
+    unsigned test_delay_ms;      /* test-only slowdown per execution (CINFER_SERVE_TEST_SLOW_INSTANCE) */
+    batcher_batch batch;         /* the batch being run */
+    batcher_scratch scratch;     /* gathered inputs, reused */
+    cinfer_tensor *inputs;       /* the batch's input tensors (num_inputs) */
+    _Atomic uint64_t executions, inferences; /* batches run and the inferences in them */
+    _Atomic int busy;            /* 1 while it runs a batch */
 } model_instance;
 
 typedef struct model_version {
@@ -36,7 +47,7 @@ typedef struct model_version {
     cinfer_model *model;
     model_instance *instances;
     size_t num_instances;
-    model_queue queue;
+    scheduler sched;             /* request queue, dynamic batcher, instance scheduling */
     stats_model stats;
     uint64_t memory_bytes;       /* parameters held by the loaded model */
     _Atomic int refs;
@@ -49,8 +60,12 @@ typedef struct model_version {
  * instance. On success *out has one reference (the caller's). Errors name the model, version and cause. */
 int model_version_load(const char *name, int64_t version, const char *path, model_config *cfg,
                        const model_load_options *opt, model_version **out, serve_error *e);
-/* Queues r for execution; r->done is called later from a worker. Fails (503 full/closing, 400 priority). */
+/* Queues r for execution; r->done is called later from a worker. Fails (503 or 429 full, 503 closing, 400 priority). */
 int model_version_submit(model_version *mv, model_request *r, serve_error *e);
+/* The version's model_stats[] entry (stats_model_json) plus "instance_stats": per instance its name, kind,
+ * device, execution_count, inference_count and in_flight (batches running now) - cinfer's addition, showing where
+ * the scheduler sent the batches. */
+json_t *model_version_stats_json(const model_version *mv);
 void model_version_ref(model_version *mv);
 void model_version_unref(model_version *mv);
 /* Drains and frees: refuses new requests, lets the workers finish every queued request, drops the caller's

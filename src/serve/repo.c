@@ -662,7 +662,7 @@ json_t *repo_stats_json(repo *r, const char *name, const char *version, serve_er
             repo_entry *en = &m->entries[k];
             if (!en->mv || (v >= 0 && en->version != v)) continue;
             found_version = 1;
-            json_array_append_new(a, stats_model_json(&en->mv->stats, m->name, en->version_str, en->mv->memory_bytes));
+            json_array_append_new(a, model_version_stats_json(en->mv));
         }
     }
     pthread_mutex_unlock(&r->lock);
@@ -680,31 +680,12 @@ json_t *repo_stats_json(repo *r, const char *name, const char *version, serve_er
     return json_pack("{s:o}", "model_stats", a);
 }
 
-void repo_metrics(repo *r, stats_text *t) {
+void repo_foreach_version(repo *r, void (*fn)(void *ctx, model_version *mv), void *ctx) {
     pthread_mutex_lock(&r->lock);
-    size_t n = 0;
     for (size_t i = 0; i < r->num_models; i++)
-        for (size_t k = 0; k < r->models[i]->num_entries; k++) n += r->models[i]->entries[k].mv != NULL;
-    const stats_model **sm = calloc(n + 1, sizeof *sm);
-    const char **names = calloc(n + 1, sizeof *names), **vers = calloc(n + 1, sizeof *vers);
-    if (sm && names && vers) {
-        size_t j = 0;
-        for (size_t i = 0; i < r->num_models; i++)
-            for (size_t k = 0; k < r->models[i]->num_entries; k++) {
-                repo_entry *en = &r->models[i]->entries[k];
-                if (!en->mv) continue;
-                sm[j] = &en->mv->stats;
-                names[j] = r->models[i]->name;
-                vers[j++] = en->version_str;
-            }
-        stats_prometheus(t, sm, names, vers, n);
-    } else {
-        t->oom = 1;
-    }
+        for (size_t k = 0; k < r->models[i]->num_entries; k++)
+            if (r->models[i]->entries[k].mv) fn(ctx, r->models[i]->entries[k].mv);
     pthread_mutex_unlock(&r->lock);
-    free(sm);
-    free(names);
-    free(vers);
 }
 
 void repo_retire_all(repo *r) {

@@ -44,7 +44,8 @@ repo_control repo_mode(const repo *r);
 json_t *repo_index_json(repo *r, int ready_only);
 /* {"model_stats":[...]} for all models (name NULL) or one model (version NULL = all its versions). */
 json_t *repo_stats_json(repo *r, const char *name, const char *version, serve_error *e);
-/* The Prometheus nv_inference_* families of every loaded version. */
-void repo_metrics(repo *r, stats_text *t);
+/* Calls fn for every loaded version, in model then version order, under the repository's lock: fn must be quick
+ * and must not call into the repository; it may take a reference (model_version_ref) to use the version later. */
+void repo_foreach_version(repo *r, void (*fn)(void *ctx, model_version *mv), void *ctx);
 
 #endif

@@ -10,6 +10,7 @@ enum {
     SERVE_BAD_REQUEST = 400,  /* invalid argument */
     SERVE_NOT_FOUND = 404,    /* unknown model, version or route */
     SERVE_BAD_METHOD = 405,   /* known route, wrong method */
+    SERVE_TOO_MANY_REQUESTS = 429, /* queue full, for models whose config asks for 429 instead of 503 */
     SERVE_INTERNAL = 500,     /* a bug or an engine failure */
     SERVE_UNSUPPORTED = 501,  /* valid, but not implemented by cinfer */
     SERVE_UNAVAILABLE = 503,  /* not ready, queue full, queue timeout, shutting down */

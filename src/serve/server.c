@@ -15,11 +15,14 @@ int server_start(const server_options *opt, server **out, serve_error *e) {
     if (!s) return serve_fail(e, 500, "out of memory");
     s->opt = *opt;
     model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch};
+    if (shm_registry_create(&s->shm, e) != 0) goto err;
     if (repo_create(opt->model_repository, opt->control_mode, &lo, &s->repo, e) != 0) goto err;
     http_options ho = {.host = opt->host, .port = opt->http_port, .threads = opt->http_threads,
                        .max_body = opt->max_input_bytes, .handler = kserve_handle, .finisher = kserve_finish, .ctx = s};
     if (http_server_start(&ho, &s->http, e) != 0) goto err;
     if (opt->metrics_port > 0) {
+        metrics_options mt = {.device = opt->device};
+        if (metrics_create(&mt, &s->page, e) != 0) goto err;
         http_options mo = {.host = opt->host, .port = opt->metrics_port, .threads = 1, .max_body = 1 << 16,
                            .handler = kserve_handle_metrics, .finisher = kserve_finish, .ctx = s};
         if (http_server_start(&mo, &s->metrics, e) != 0) goto err;
@@ -35,7 +38,9 @@ int server_start(const server_options *opt, server **out, serve_error *e) {
 err:
     http_server_stop(s->metrics);
     http_server_stop(s->http);
+    metrics_free(s->page);
     repo_free(s->repo);
+    shm_registry_free(s->shm);
     free(s);
     return -1;
 }
@@ -52,7 +57,9 @@ void server_stop(server *s) {
     for (int i = 0; i < 5000 && http_server_inflight(s->http) > 0; i++) nanosleep(&ts, NULL);
     http_server_stop(s->http);
     http_server_stop(s->metrics);
+    metrics_free(s->page);
     repo_free(s->repo);
+    shm_registry_free(s->shm); /* after every request is gone: none can still acquire a region */
     free(s);
     log_info("server stopped");
 }

@@ -7,8 +7,10 @@
 #include <stddef.h>
 
 #include "http_server.h"
+#include "metrics.h"
 #include "repo.h"
 #include "serve_error.h"
+#include "shm.h"
 
 typedef struct server_options {
     const char *model_repository;
@@ -19,7 +21,7 @@ typedef struct server_options {
     const char *const *load_models; /* explicit mode: models to load at start ("*" = all) */
     size_t num_load_models;
     int poll_secs;                 /* poll mode: seconds between rescans */
-    const char *device;            /* "cpu", "cuda", "cuda:N" */
+    const char *device;            /* "auto", "cpu", "cuda", "cuda:N" */
     int threads;                   /* engine threads per instance (0 = engine default) */
     int http_threads;
     size_t max_input_bytes;
@@ -32,6 +34,8 @@ typedef struct server {
     server_options opt;
     repo *repo;
     http_server *http, *metrics;
+    metrics *page;                 /* the Prometheus page (metrics.c); NULL without a metrics listener */
+    shm_registry *shm;             /* system shared-memory regions (kserve_routes.c) */
     _Atomic int shutting_down;
 } server;
 

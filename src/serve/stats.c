@@ -1,4 +1,4 @@
-/* Statistics: atomic counters per model version, their KServe JSON and their Prometheus text. */
+/* Statistics: atomic counters and latency histograms per model version, and their KServe JSON. */
 #include "stats.h"
 
 #include <inttypes.h>
@@ -14,13 +14,38 @@ int stats_model_init(stats_model *s, int max_batch) {
     memset(s, 0, sizeof *s);
     s->max_batch = max_batch < 1 ? 1 : max_batch;
     s->batch = calloc((size_t)s->max_batch, sizeof *s->batch);
-    return s->batch ? 0 : -1;
+    if (!s->batch) return -1;
+    if (pthread_mutex_init(&s->record_lock, NULL) != 0) {
+        free(s->batch);
+        s->batch = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 void stats_model_destroy(stats_model *s) {
-    if (!s) return;
+    if (!s || !s->batch) return;
     free(s->batch);
     s->batch = NULL;
+    pthread_mutex_destroy(&s->record_lock);
+}
+
+/* Microseconds: 25 us to 10 s, about three buckets per decade (1, 2.5, 5). */
+const uint64_t stats_hist_bounds_us[STATS_HIST_BOUNDS] = {25,     50,     100,     250,     500,     1000,
+                                                          2500,   5000,   10000,   25000,   50000,   100000,
+                                                          250000, 500000, 1000000, 2500000, 5000000, 10000000};
+
+static void hist_add(stats_hist *h, uint64_t ns) {
+    size_t b = 0;
+    while (b < STATS_HIST_BOUNDS && ns > stats_hist_bounds_us[b] * 1000u) b++;
+    ADD(h->bucket[b], 1);
+    ADD(h->sum_ns, ns);
+}
+
+void stats_hist_snapshot(const stats_hist *h, uint64_t cum[STATS_HIST_BOUNDS + 1], uint64_t *sum_ns) {
+    uint64_t c = 0;
+    for (size_t b = 0; b <= STATS_HIST_BOUNDS; b++) cum[b] = c += LD(h->bucket[b]);
+    *sum_ns = LD(h->sum_ns);
 }
 
 static void dur_add(stats_duration *d, uint64_t ns) {
@@ -29,6 +54,7 @@ static void dur_add(stats_duration *d, uint64_t ns) {
 }
 
 void stats_record_execution(stats_model *s, int64_t batch_size, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+    pthread_mutex_lock(&s->record_lock);
     ADD(s->execution_count, 1);
     ADD(s->inference_count, (uint64_t)(batch_size > 0 ? batch_size : 1));
     atomic_store_explicit(&s->last_inference_ms, stats_wall_ms(), memory_order_relaxed);
@@ -38,20 +64,28 @@ void stats_record_execution(stats_model *s, int64_t batch_size, uint64_t input_n
         dur_add(&b->compute_infer, infer_ns);
         dur_add(&b->compute_output, output_ns);
     }
+    pthread_mutex_unlock(&s->record_lock);
 }
 
 void stats_record_success(stats_model *s, uint64_t queue_ns, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns,
                           uint64_t total_ns) {
+    pthread_mutex_lock(&s->record_lock);
     dur_add(&s->success, total_ns);
     dur_add(&s->queue, queue_ns);
     dur_add(&s->compute_input, input_ns);
     dur_add(&s->compute_infer, infer_ns);
     dur_add(&s->compute_output, output_ns);
+    hist_add(&s->request_hist, total_ns);
+    hist_add(&s->queue_hist, queue_ns);
+    hist_add(&s->compute_hist, input_ns + infer_ns + output_ns);
+    pthread_mutex_unlock(&s->record_lock);
 }
 
 void stats_record_failure(stats_model *s, stats_fail_reason reason, uint64_t total_ns) {
+    pthread_mutex_lock(&s->record_lock);
     dur_add(&s->fail, total_ns);
     ADD(s->fail_reason[reason < STATS_NUM_REASONS ? reason : STATS_OTHER], 1);
+    pthread_mutex_unlock(&s->record_lock);
 }
 
 static json_t *dur_json(const stats_duration *d) {
@@ -59,6 +93,9 @@ static json_t *dur_json(const stats_duration *d) {
 }
 
 json_t *stats_model_json(const stats_model *s, const char *name, const char *version, uint64_t memory_bytes) {
+    /* the lock is not part of the statistics' value: taking it through a const pointer is deliberate */
+    pthread_mutex_t *lock = (pthread_mutex_t *)&s->record_lock;
+    pthread_mutex_lock(lock);
     json_t *is = json_object();
     json_object_set_new(is, "success", dur_json(&s->success));
     json_object_set_new(is, "fail", dur_json(&s->fail));
@@ -77,10 +114,12 @@ json_t *stats_model_json(const stats_model *s, const char *name, const char *ver
                                                  "compute_output", dur_json(&x->compute_output)));
     }
     json_t *mem = json_pack("[{s:s, s:i, s:I}]", "type", "CPU", "id", 0, "byte_size", (json_int_t)memory_bytes);
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:{}, s:o, s:o}", "name", name, "version", version, "last_inference",
+    json_t *entry = json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:{}, s:o, s:o}", "name", name, "version", version, "last_inference",
                      (json_int_t)LD(s->last_inference_ms), "inference_count", (json_int_t)LD(s->inference_count),
                      "execution_count", (json_int_t)LD(s->execution_count), "inference_stats", is, "response_stats",
                      "batch_stats", batches, "memory_usage", mem);
+    pthread_mutex_unlock(lock);
+    return entry;
 }
 
 void stats_text_printf(stats_text *t, const char *fmt, ...) {
@@ -107,78 +146,5 @@ void stats_text_printf(stats_text *t, const char *fmt, ...) {
         }
         t->d = d;
         t->cap = cap;
-    }
-}
-
-/* Prometheus label values escape backslash, double quote and newline. */
-static void label_value(char *out, size_t n, const char *v) {
-    size_t o = 0;
-    for (; *v && o + 3 < n; v++) {
-        if (*v == '\\' || *v == '"') out[o++] = '\\', out[o++] = *v;
-        else if (*v == '\n') out[o++] = '\\', out[o++] = 'n';
-        else out[o++] = *v;
-    }
-    out[o] = 0;
-}
-
-typedef enum { F_SUCCESS, F_COUNT, F_EXEC, F_REQ_US, F_QUEUE_US, F_IN_US, F_INFER_US, F_OUT_US, F_PENDING } family;
-
-static uint64_t family_value(const stats_model *s, family f) {
-    switch (f) {
-    case F_SUCCESS: return LD(s->success.count);
-    case F_COUNT: return LD(s->inference_count);
-    case F_EXEC: return LD(s->execution_count);
-    case F_REQ_US: return (LD(s->success.ns) + LD(s->fail.ns)) / 1000;
-    case F_QUEUE_US: return LD(s->queue.ns) / 1000;
-    case F_IN_US: return LD(s->compute_input.ns) / 1000;
-    case F_INFER_US: return LD(s->compute_infer.ns) / 1000;
-    case F_OUT_US: return LD(s->compute_output.ns) / 1000;
-    default: return 0;
-    }
-}
-
-void stats_prometheus(stats_text *t, const stats_model *const *models, const char *const *names,
-                      const char *const *versions, size_t n) {
-    static const struct {
-        family f;
-        const char *name, *help;
-    } fams[] = {
-        {F_SUCCESS, "nv_inference_request_success", "Number of successful inference requests, all batch sizes"},
-        {F_COUNT, "nv_inference_count", "Number of inferences performed (does not include cached requests)"},
-        {F_EXEC, "nv_inference_exec_count", "Number of model executions performed (does not include cached requests)"},
-        {F_REQ_US, "nv_inference_request_duration_us", "Cumulative inference request duration in microseconds"},
-        {F_QUEUE_US, "nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds"},
-        {F_IN_US, "nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds"},
-        {F_INFER_US, "nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds"},
-        {F_OUT_US, "nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds"},
-    };
-    static const char *const reasons[STATS_NUM_REASONS] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
-    char mv[512], vv[64];
-    stats_text_printf(t, "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes\n"
-                         "# TYPE nv_inference_request_failure counter\n");
-    for (size_t i = 0; i < n; i++) {
-        label_value(mv, sizeof mv, names[i]);
-        label_value(vv, sizeof vv, versions[i]);
-        for (int r = 0; r < STATS_NUM_REASONS; r++)
-            stats_text_printf(t, "nv_inference_request_failure{model=\"%s\",reason=\"%s\",version=\"%s\"} %" PRIu64 "\n", mv,
-                              reasons[r], vv, LD(models[i]->fail_reason[r]));
-    }
-    for (size_t k = 0; k < sizeof fams / sizeof fams[0]; k++) {
-        stats_text_printf(t, "# HELP %s %s\n# TYPE %s counter\n", fams[k].name, fams[k].help, fams[k].name);
-        for (size_t i = 0; i < n; i++) {
-            label_value(mv, sizeof mv, names[i]);
-            label_value(vv, sizeof vv, versions[i]);
-            stats_text_printf(t, "%s{model=\"%s\",version=\"%s\"} %" PRIu64 "\n", fams[k].name, mv, vv,
-                              family_value(models[i], fams[k].f));
-        }
-    }
-    stats_text_printf(t, "# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
-                         "execution per-model.\n# TYPE nv_inference_pending_request_count gauge\n");
-    for (size_t i = 0; i < n; i++) {
-        label_value(mv, sizeof mv, names[i]);
-        label_value(vv, sizeof vv, versions[i]);
-        int64_t p = atomic_load_explicit(&models[i]->pending, memory_order_relaxed);
-        stats_text_printf(t, "nv_inference_pending_request_count{model=\"%s\",version=\"%s\"} %" PRId64 "\n", mv, vv,
-                          p < 0 ? 0 : p);
     }
 }

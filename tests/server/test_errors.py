@@ -57,7 +57,8 @@ CASES = [
      "request parameter 'triton_enable_empty_final_response' is reserved"),
     ("POST", "/v2/models/mlp/infer", infer_body(parameters={"priority": -1}), {}, 400, "'priority' must be a non-negative integer"),
     ("POST", "/v2/models/mlp/infer", infer_body(parameters={"binary_data_output": "yes"}), {}, 400, "must be a boolean"),
-    ("POST", "/v2/models/mlp/infer", infer_body(parameters={"shared_memory_region": "r"}), {}, 400, "shared memory is not supported yet"),
+    ("POST", "/v2/models/mlp/infer", infer_body(parameters={"shared_memory_region": "r"}), {}, 400,
+     "request parameter 'shared_memory_region' belongs in the parameters of an input or a requested output"),
     ("POST", "/v2/models/mlp/infer", json.dumps({"inputs": [dict(X, shape=[5, 16], data=[0.5] * 80)]}), {}, 400,
      "inference request batch-size 5 for input 'x' must be in [1, 4] (max_batch_size of model 'mlp')"),
     ("POST", "/v2/models/mlp/infer",
@@ -84,7 +85,7 @@ CASES = [
      "explicit model load is not allowed: the server runs with --model-control-mode none"),
     ("POST", "/v2/repository/models/mlp/unload", None, {}, 400, "explicit model unload is not allowed"),
     ("POST", "/v2/repository/index", "{oops", {}, 400, "malformed JSON body"),
-    ("GET", "/v2/systemsharedmemory/status", None, {}, 501, "systemsharedmemory is not supported yet"),
+    ("GET", "/v2/cudasharedmemory/status", None, {}, 501, "cudasharedmemory is not supported yet"),
 ]
 
 

@@ -66,7 +66,8 @@ def test_model_config(client):
     assert cfg["output"][0]["dims"] == [5] and cfg["output"][0]["data_type"] == "TYPE_FP32"
     assert cfg["instance_group"][0]["kind"] == "KIND_CPU" and cfg["instance_group"][0]["count"] == 1
     assert cfg["model_transaction_policy"] == {"decoupled": False} and cfg["response_cache"] == {"enable": False}
-    assert "sequence_batching" not in cfg and "dynamic_batching" not in cfg
+    assert "sequence_batching" not in cfg  # auto-completed batching turns the dynamic batcher on, as Triton's ONNX backend
+    assert cfg["dynamic_batching"]["preferred_batch_size"] == [] and cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 0
     add = client.get_model_config("add")
     assert add["max_batch_size"] == 0 and add["version_policy"] == {"all": {}}
     assert add["instance_group"][0]["count"] == 2 and add["instance_group"][0]["name"] == "add_0"

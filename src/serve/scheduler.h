@@ -1,0 +1,86 @@
+/* The instance scheduler of one model version: its request queue, the instances that pull batches from it, and
+ * the completion order (preserve_ordering).
+ *
+ * Design: instances pull. A worker whose instance is free calls scheduler_next, which forms a batch right then
+ * (batcher_form) and hands it over, so a batch always goes to an instance with nothing in flight, and a slow
+ * instance, which comes back less often, naturally takes fewer batches. When several instances are parked, an
+ * arriving request wakes the least-loaded one (fewest batches in flight, then the one idle longest), and only one
+ * at a time: a worker that leaves requests behind wakes the next, so requests never wait while an instance idles,
+ * and there is no thundering herd. A parked instance that saw a batch still short of its size waits on a timer
+ * for the oldest request's max_queue_delay (arrivals wake it early only when they may complete a batch).
+ *
+ * Where copy/compute overlap slots in (GPU instances, not done here): an instance with two staging slots would
+ * set `slots` to 2 and call scheduler_next again while its previous batch computes; in_flight then tells the
+ * scheduler to prefer an instance with an empty pipeline over one with a batch running.
+ *
+ * Locking: one mutex per model guards the queue and the instances' parking state. Pushing (HTTP thread) holds it
+ * for a few pointer updates and a condition signal; it never waits for a worker. Completions with
+ * preserve_ordering go through a second, small lock that orders the `done` calls by arrival. */
+#ifndef SERVE_SCHEDULER_H
+#define SERVE_SCHEDULER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batcher.h"
+#include "config_model.h"
+#include "model_queue.h"
+#include "serve_error.h"
+
+/* Config parameter choosing the HTTP status of "queue full": "503" (default, as Triton) or "429". */
+#define SCHEDULER_PARAM_QUEUE_FULL_STATUS "cinfer_queue_full_status"
+
+typedef struct scheduler_instance {
+    pthread_cond_t wake;
+    int parked;                /* waiting in scheduler_next */
+    int signaled;              /* woken for new work and not yet looked at it */
+    int timed;                 /* parked with a timer (a batch short of its size is waiting for its delay) */
+    uint64_t parked_since;
+    int slots;                 /* batches it may have in flight (1: it runs one batch at a time) */
+    int in_flight;
+} scheduler_instance;
+
+typedef struct scheduler {
+    pthread_mutex_t lock;
+    model_queue queue;
+    batcher_policy policy;
+    scheduler_instance *inst;
+    size_t num_instances;
+    int64_t wake_threshold;    /* queued inferences from which an arrival may complete a batch early */
+    const char *model_name;    /* owned by the model version */
+    /* completion order (preserve_ordering) */
+    int preserve_ordering;
+    pthread_mutex_t order_lock;
+    model_request *finished;   /* completed, waiting for earlier arrivals; sorted by seq */
+    uint64_t next_release;
+    int releasing;
+    int initialised;
+} scheduler;
+
+/* Sets up the queue (policy from dynamic_batching and SCHEDULER_PARAM_QUEUE_FULL_STATUS), the batcher policy and
+ * num_instances parked-instance states. Errors name the model and parameter. */
+int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, const char *model_name, char *err,
+                   size_t err_len);
+/* Frees what scheduler_init made; the queue must be empty (after close and the workers' exit). */
+void scheduler_destroy(scheduler *s);
+
+/* Queues r and wakes a parked instance when it may have work. Fails like model_queue_push (503 / 429 / 400). */
+int scheduler_submit(scheduler *s, model_request *r, serve_error *e);
+
+/* Blocks until instance `i` has work: a batch in b->reqs (b->n > 0) and/or requests past their deadline in
+ * b->expired, which the caller answers. Returns 1 with work, 0 once the queue is closed and empty. The instance
+ * counts the batch in flight until scheduler_batch_done. */
+int scheduler_next(scheduler *s, size_t i, batcher_batch *b);
+/* Instance `i` finished the batch it took with scheduler_next. */
+void scheduler_batch_done(scheduler *s, size_t i);
+/* Completes r (its outputs or error are set): calls r->done now, or with preserve_ordering once every request
+ * that arrived before it has completed. Every request scheduler_submit accepted must be completed once. */
+void scheduler_complete(scheduler *s, model_request *r);
+
+/* Refuses new requests and wakes every parked instance; queued requests are still handed out (no delay wait). */
+void scheduler_close(scheduler *s);
+/* Requests queued now (not running). */
+size_t scheduler_queued(scheduler *s);
+
+#endif
