@@ -8,6 +8,8 @@
 #   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
 #             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
 #   sanitize  the differential op tests under compute-sanitizer memcheck (FILTER env narrows the cases)
+#   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol and batching
+#             suites through tritonclient, and the real NVML metrics against nvidia-smi
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -52,6 +54,13 @@ for what in "${@:-tests}"; do
         [ -f "$WORK/models/resnet50.onnx" ] || stage models $PY bench/gpu/check_models.py "$WORK/models"
         stage alloc_trace_file $PY bench/gpu/alloc_trace.py "$WORK/models/resnet50.onnx" 32 "$WORK/resnet50.trace"
         stage bench_alloc "$B/bin/bench_alloc" "$WORK/resnet50.trace" 20
+        ;;
+    server)
+        $PY -m pip install -q --no-index --no-deps --target "$WORK/py312" "$B"/wheels312/*.whl >/dev/null 2>&1
+        export PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
+               CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so"
+        stage server_gpu $PY -m pytest -q -rs -p no:cacheprovider tests/server/test_protocol.py \
+            tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi"
         ;;
     sanitize)
         stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \

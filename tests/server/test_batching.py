@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import onnxruntime as ort
 import pytest
+from cinfer_ctypes import Library  # noqa: E402
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper, numpy_helper
 
@@ -333,6 +334,7 @@ def test_padding_batches_different_lengths(batch_server):
         counts[model] = delta_counts(before, after)
     assert execs["pool"] == 1 and counts["pool"] == {16: 1}, counts
     assert execs["pool_nopad"] == 16 and counts["pool_nopad"] == {1: 16}, counts
+    on_gpu = bool(Library().cuda_devices()[0])  # default placement puts the instances on the GPUs
     for i, (x, mask) in enumerate(reqs):
         want_pooled, want_tok = sess.run(None, {"x": x, "mask": mask})
         pooled, per_token = out[("pool", i)]
@@ -340,7 +342,11 @@ def test_padding_batches_different_lengths(batch_server):
         assert per_token.shape == x.shape  # trimmed back to this request's length
         np.testing.assert_allclose(pooled, want_pooled, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(per_token, want_tok)  # elementwise: exact
-        assert pooled.tobytes() == alone_pooled.tobytes() and per_token.tobytes() == alone_tok.tobytes()
+        assert per_token.tobytes() == alone_tok.tobytes()
+        if on_gpu:  # a GPU reduction over a padded length sums in another order: last-bit differences
+            np.testing.assert_allclose(pooled, alone_pooled, rtol=1e-6, atol=0)
+        else:
+            assert pooled.tobytes() == alone_pooled.tobytes()
     cfg = batch_server.json("GET", "/v2/models/pool/config")[1]
     assert cfg["parameters"]["cinfer_pad_mask"] == {"string_value": "mask"}
 

@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
+from cinfer_ctypes import Library  # noqa: E402
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
@@ -64,7 +65,13 @@ def test_model_config(client):
                              "is_shape_tensor": False, "is_non_linear_format_io": False, "allow_ragged_batch": False,
                              "optional": False}]
     assert cfg["output"][0]["dims"] == [5] and cfg["output"][0]["data_type"] == "TYPE_FP32"
-    assert cfg["instance_group"][0]["kind"] == "KIND_CPU" and cfg["instance_group"][0]["count"] == 1
+    # default placement: one instance per visible GPU, else one CPU instance
+    gpus, _ = Library().cuda_devices()
+    group = cfg["instance_group"][0]
+    if gpus:
+        assert group["kind"] == "KIND_GPU" and group["count"] == 1 and group["gpus"] == list(range(len(gpus))), group
+    else:
+        assert group["kind"] == "KIND_CPU" and group["count"] == 1, group
     assert cfg["model_transaction_policy"] == {"decoupled": False} and cfg["response_cache"] == {"enable": False}
     assert "sequence_batching" not in cfg  # auto-completed batching turns the dynamic batcher on, as Triton's ONNX backend
     assert cfg["dynamic_batching"]["preferred_batch_size"] == [] and cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 0
