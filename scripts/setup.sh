@@ -12,7 +12,9 @@ APT_PACKAGES=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-comp
               libmicrohttpd-dev libjansson-dev zlib1g-dev python3 python3-venv python3-pip)
 for arg in "$@"; do
     # prometheus: promtool and the server for tests/deploy (alert rule unit tests, a live scrape of cinfer-server)
-    [ "$arg" = "--test" ] && APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev libb64-0d prometheus)
+    # llvm-14: llvm-profdata-14 + llvm-cov-14 for scripts/fuzz.sh's coverage report
+    # valgrind: memcheck over a short server run (ctest server_valgrind)
+    [ "$arg" = "--test" ] && APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev libb64-0d prometheus llvm-14 valgrind)
 done
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs test dependencies, builds cinfer (warnings as errors), runs every test suite, then rebuilds the
 # CPU-only engine with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit, model, ONNX node and
-# CLI tests again under them, and fuzzes the loader and runtime with libFuzzer.
+# CLI tests again under them, and fuzzes the input decoders (KServe requests, config.pbtxt, .npy, ONNX models)
+# with libFuzzer, 60 s each, then reports the coverage their corpora reach (llvm-cov).
 # Usage: scripts/test.sh            (the README's test command; .ci/run calls it)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,8 +35,8 @@ stage_end "sanitizer build"
 stage "all tests under ASan/UBSan"
 ctest --test-dir build-asan --output-on-failure -j"$JOBS"
 stage_end "sanitizer tests"
-stage "fuzzing model loading and running (libFuzzer, fixed seed and run count)"
-scripts/fuzz.sh 20000
+stage "fuzzing: kserve, config, npy, model (libFuzzer, fixed seed, 60 s each) + llvm-cov coverage"
+scripts/fuzz.sh 60
 stage_end "fuzzing"
 echo
 echo "all tests passed"

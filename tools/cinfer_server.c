@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cinfer/cinfer.h"
+#include "auth.h"
 #include "log.h"
 #include "server.h"
 
@@ -37,10 +38,21 @@ static const char USAGE[] =
     "  --threads N                   engine CPU threads per model instance (default: the engine's, all cores)\n"
     "  --http-threads N              HTTP thread pool size (default 4)\n"
     "  --max-input-bytes N           request body limit in bytes, after decompression (default 67108864 = 64 MiB)\n"
+    "  --max-tensor-elements N       element limit of one input tensor of an infer request (default 67108864)\n"
+    "  --max-request-elements N      element limit summed over an infer request's inputs (default 134217728)\n"
+    "  --control-token-file PATH     bearer token for /v2/repository/* and /v2/*sharedmemory/* (or the environment\n"
+    "                                variable CINFER_CONTROL_TOKEN); without one these endpoints are open\n"
+    "  --inference-token-file PATH   bearer token for inference, model metadata, config and statistics (or\n"
+    "                                CINFER_INFERENCE_TOKEN); health endpoints and /metrics stay open (docs/security.md)\n"
     "  --strict-readiness true|false true: /v2/health/ready only when every model is ready (default true);\n"
     "                                false: ready once start-up loading is done, even if a model failed\n"
     "  --default-max-batch-size N    max_batch_size given to models without config whose inputs and outputs all\n"
     "                                have a dynamic first dim (default 4; 0 = never batch them)\n"
+    "  --probe-max-batch             at load, find for each GPU instance of a batching model the largest batch that\n"
+    "                                fits with 20% headroom (binary search over the engine's max_batch check); it is\n"
+    "                                logged, shown in the statistics and caps the instance's batches (docs/resilience.md)\n"
+    "  --cuda-memory-limit X         cap every visible GPU's caching allocator: bytes (X > 1) or a fraction of its\n"
+    "                                memory (0 < X <= 1), e.g. to test OOM adaptation (docs/resilience.md)\n"
     "  --exit-timeout-secs N         on SIGTERM/SIGINT, wait at most N s for queued and running requests (default 30)\n"
     "  --log-format text|json        log line format on stderr (default text)\n"
     "  --log-verbose                 also log debug lines\n"
@@ -84,10 +96,13 @@ static void *watchdog(void *arg) {
 int main(int argc, char **argv) {
     server_options o = {.host = "127.0.0.1", .http_port = 8000, .metrics_port = 8002, .control_mode = REPO_CONTROL_NONE,
                         .poll_secs = 15, .device = "auto", .http_threads = 4, .max_input_bytes = 64u << 20,
-                        .strict_readiness = 1, .default_max_batch = 4, .shutdown_timeout_s = 30};
+                        .strict_readiness = 1, .default_max_batch = 4, .shutdown_timeout_s = 30,
+                        .max_tensor_elements = (int64_t)1 << 26, .max_request_elements = (int64_t)1 << 27};
+    const char *control_token_file = NULL, *inference_token_file = NULL;
     const char **loads = calloc((size_t)argc + 1, sizeof *loads);
     size_t nloads = 0;
     int json_log = 0, verbose = 0;
+    double cuda_limit = 0; /* --cuda-memory-limit: 0 = none */
     if (!loads) return 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -105,10 +120,23 @@ int main(int argc, char **argv) {
             verbose = 1;
             continue;
         }
+        if (!strcmp(a, "--probe-max-batch")) {
+            o.probe_max_batch = 1;
+            continue;
+        }
+        if (!strcmp(a, "--control-token") || !strcmp(a, "--inference-token") || !strncmp(a, "--control-token=", 16) ||
+            !strncmp(a, "--inference-token=", 18)) {
+            free(loads);
+            return bad_flag("%s: tokens are never taken on the command line, where ps shows them; use %s-file PATH or "
+                            "the environment variable CINFER_CONTROL_TOKEN / CINFER_INFERENCE_TOKEN", a,
+                            strncmp(a, "--control", 9) ? "--inference-token" : "--control-token");
+        }
         static const char *const with_value[] = {"--model-repository", "--host", "--http-port", "--metrics-port",
                                                  "--model-control-mode", "--load-model", "--repository-poll-secs", "--device",
                                                  "--threads", "--http-threads", "--max-input-bytes", "--strict-readiness",
-                                                 "--default-max-batch-size", "--exit-timeout-secs", "--log-format", NULL};
+                                                 "--default-max-batch-size", "--exit-timeout-secs", "--log-format",
+                                                 "--max-tensor-elements", "--max-request-elements", "--control-token-file",
+                                                 "--inference-token-file", "--cuda-memory-limit", NULL};
         int known = 0;
         for (const char *const *w = with_value; *w; w++) known |= !strcmp(*w, a);
         if (!known) {
@@ -132,7 +160,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-input-bytes")) rc = parse_int(a, v, 1024, (long)1 << 40, &x), o.max_input_bytes = (size_t)x;
         else if (!strcmp(a, "--default-max-batch-size")) rc = parse_int(a, v, 0, 1 << 20, &x), o.default_max_batch = (int)x;
         else if (!strcmp(a, "--exit-timeout-secs")) rc = parse_int(a, v, 1, 86400, &x), o.shutdown_timeout_s = (int)x;
+        else if (!strcmp(a, "--max-tensor-elements")) rc = parse_int(a, v, 1, (long)1 << 40, &x), o.max_tensor_elements = x;
+        else if (!strcmp(a, "--max-request-elements")) rc = parse_int(a, v, 1, (long)1 << 40, &x), o.max_request_elements = x;
+        else if (!strcmp(a, "--control-token-file")) control_token_file = v;
+        else if (!strcmp(a, "--inference-token-file")) inference_token_file = v;
         else if (!strcmp(a, "--load-model")) loads[nloads++] = v;
+        else if (!strcmp(a, "--cuda-memory-limit")) {
+            char *end;
+            errno = 0;
+            cuda_limit = strtod(v, &end);
+            if (errno || !*v || *end || !(cuda_limit > 0) || cuda_limit > 1e15)
+                rc = bad_flag("--cuda-memory-limit '%s': give bytes (> 1) or a fraction of each GPU's memory (0 < X <= 1)%s", v, "");
+        }
         else if (!strcmp(a, "--device")) {
             if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5))
                 rc = bad_flag("--device '%s': use cpu, cuda or cuda:N, or auto%s", v, "");
@@ -171,6 +210,20 @@ int main(int argc, char **argv) {
     o.num_load_models = nloads;
     log_set_format(json_log);
     if (verbose) log_set_min_level(LOG_DEBUG);
+    serve_error te = {0};
+    if (auth_load_token(control_token_file, "CINFER_CONTROL_TOKEN", &o.tokens.control, &te) != 0 ||
+        auth_load_token(inference_token_file, "CINFER_INFERENCE_TOKEN", &o.tokens.inference, &te) != 0) {
+        log_error("cannot start: %s", te.msg);
+        auth_tokens_free(&o.tokens);
+        free(loads);
+        return 2;
+    }
+    int loopback = !strcmp(o.host, "127.0.0.1") || !strcmp(o.host, "::1") || !strncmp(o.host, "127.", 4);
+    if (!loopback && !o.tokens.control)
+        log_warn("listening on %s without a control token: anyone who can reach the port can load and unload models and "
+                 "map shared memory (see docs/security.md)", o.host);
+    log_info("access control: control endpoints %s, inference endpoints %s", o.tokens.control ? "need the control token"
+             : o.tokens.inference ? "need the inference token" : "open", o.tokens.inference ? "need a token" : "open");
 
     /* every thread inherits this mask: the signals are only ever taken by sigwait below */
     sigset_t set;
@@ -180,10 +233,31 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (cuda_limit > 0) { /* before any model loads, so every session on the GPUs plans against the cap */
+        int ndev = 0;
+        if (cinfer_cuda_device_count(&ndev) != CINFER_OK || ndev <= 0) {
+            log_error("cannot start: --cuda-memory-limit needs a GPU: %s", ndev ? cinfer_last_error() : "none is visible");
+            auth_tokens_free(&o.tokens);
+            free(loads);
+            return 1;
+        }
+        for (int d = 0; d < ndev; d++) {
+            if (cinfer_cuda_set_memory_limit(d, cuda_limit > 1 ? (size_t)cuda_limit : 0, cuda_limit > 1 ? 0 : cuda_limit) !=
+                CINFER_OK) {
+                log_error("cannot start: --cuda-memory-limit on cuda:%d: %s", d, cinfer_last_error());
+                auth_tokens_free(&o.tokens);
+                free(loads);
+                return 1;
+            }
+            log_info("cuda:%d: caching allocator capped at %s %g (--cuda-memory-limit)", d,
+                     cuda_limit > 1 ? "bytes" : "fraction", cuda_limit);
+        }
+    }
     server *s;
     serve_error e = {0};
     if (server_start(&o, &s, &e) != 0) {
         log_error("cannot start: %s", e.msg);
+        auth_tokens_free(&o.tokens);
         free(loads);
         return 1;
     }
@@ -205,6 +279,7 @@ int main(int argc, char **argv) {
     if (pthread_create(&wd, NULL, watchdog, (void *)(intptr_t)o.shutdown_timeout_s) == 0) pthread_detach(wd);
     server_stop(s);
     atomic_store(&stopped, 1);
+    auth_tokens_free(&o.tokens);
     free(loads);
     return 0;
 }

@@ -2,6 +2,7 @@
 #include "core/npy.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ cinfer_status npy_parse(const void *bytes, size_t size, const char *what, tensor
     }
     const char *p = shape + 1;
     out->ndim = 0;
+    int64_t numel = 1;
     while (1) {
         while (*p == ' ' || *p == ',') p++;
         if (*p == ')') break;
@@ -93,16 +95,21 @@ cinfer_status npy_parse(const void *bytes, size_t size, const char *what, tensor
             st = core_error(CINFER_ERR_UNSUPPORTED, "%s: more than %d dims", what, CINFER_MAX_DIMS);
             goto done;
         }
+        if (d && numel > INT64_MAX / d) { /* the element count would overflow (found by tests/fuzz/fuzz_npy.c) */
+            st = core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: .npy shape has more than 2^63 elements", what);
+            goto done;
+        }
+        numel *= d;
         out->dims[out->ndim++] = d;
         p = end;
     }
-    size_t nbytes = tensor_nbytes(out);
-    size_t data_start = header_start + header_len;
-    if (size - data_start < nbytes) {
-        st = core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: .npy data is truncated (%zu bytes, shape needs %zu)", what,
-                        size - data_start, nbytes);
+    size_t data_start = header_start + header_len, esz = cinfer_dtype_size(out->dtype);
+    if ((uint64_t)numel > (size - data_start) / esz) {
+        st = core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: .npy data is truncated (%zu bytes, shape needs %lld elements of %zu bytes)",
+                        what, size - data_start, (long long)numel, esz);
         goto done;
     }
+    size_t nbytes = (size_t)numel * esz;
     out->data = core_aligned_alloc(nbytes);
     if (!out->data) {
         st = core_error(CINFER_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, nbytes);

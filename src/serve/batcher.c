@@ -356,6 +356,12 @@ typedef struct group {
 static int64_t req_batch(const model_request *r) { return r->batch_size > 0 ? r->batch_size : 1; }
 
 batcher_decision batcher_form(const batcher_policy *p, model_queue *q, uint64_t now, batcher_batch *b, uint64_t *wake_ns) {
+    return batcher_form_capped(p, q, now, 0, b, wake_ns);
+}
+
+batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, uint64_t now, int64_t cap, batcher_batch *b,
+                                     uint64_t *wake_ns) {
+    int64_t max_batch = cap > 0 && cap < p->max_batch ? cap : p->max_batch;
     b->n = 0;
     b->total = 0;
     b->expired = NULL;
@@ -381,7 +387,7 @@ batcher_decision batcher_form(const batcher_policy *p, model_queue *q, uint64_t 
         group *G = &g[k];
         if (G->closed) continue;
         int64_t bs = req_batch(r);
-        if (G->count && G->total + bs > p->max_batch) {
+        if (G->count && G->total + bs > max_batch) {
             G->closed = 1;
         } else {
             G->total += bs;
@@ -390,7 +396,7 @@ batcher_decision batcher_form(const batcher_policy *p, model_queue *q, uint64_t 
                 G->best_total = G->total;
                 G->best_count = G->count;
             }
-            if (G->total >= p->max_batch) G->closed = 1;
+            if (G->total >= max_batch) G->closed = 1;
         }
         if (k == 0 && G->closed) break; /* the first group is ready: nothing behind it changes that */
     }

@@ -81,6 +81,11 @@ typedef enum batcher_decision { BATCHER_EMPTY, BATCHER_WAIT, BATCHER_READY } bat
  * from the queue. WAIT: nothing is ready; look again at *wake_ns or when a request arrives. EMPTY: the queue has
  * nothing to run. In every case b->expired lists the requests removed because their deadline passed. */
 batcher_decision batcher_form(const batcher_policy *p, model_queue *q, uint64_t now, batcher_batch *b, uint64_t *wake_ns);
+/* batcher_form with a lower cap for one instance (cap > 0 and below p->max_batch; else the policy's max): the batch
+ * holds at most `cap` inferences, except that a single request larger than it is still sent alone. Used after an
+ * out-of-memory error lowered that instance's batch cap (model_version.c). */
+batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, uint64_t now, int64_t cap, batcher_batch *b,
+                                     uint64_t *wake_ns);
 
 /* 1 when a and b may run in one batch (same non-batch dims except padded ones). */
 int batcher_compatible(const batcher_policy *p, const model_request *a, const model_request *b);

@@ -92,6 +92,11 @@ static int get_string(cctx *c, const config_field *f, const char *path, char **o
     return 0;
 }
 
+/* Upper bounds of config values that size allocations or feed time arithmetic (microseconds * 1000 must not
+ * overflow): clear load errors instead of wrapped deadlines or absurd buffers. */
+#define CONFIG_MAX_BATCH (1 << 20)
+#define CONFIG_MAX_MICROSECONDS ((int64_t)86400 * 1000000) /* one day */
+
 static int get_int(cctx *c, const config_field *f, const char *path, int64_t lo, int64_t hi, int64_t *out) {
     if (f->kind != CONFIG_NUMBER) return cfail(c, f, path, "expected an integer, got %s", kind_name(f->kind));
     errno = 0;
@@ -258,7 +263,7 @@ static int parse_queue_policy(cctx *c, const config_field *qf, const char *path,
         int rc = 0;
         if (!strcmp(f->name, "timeout_action")) rc = get_enum(c, f, p, actions, &q->timeout_action_delay);
         else if (!strcmp(f->name, "default_timeout_microseconds")) {
-            rc = get_int(c, f, p, 0, INT64_MAX, &v);
+            rc = get_int(c, f, p, 0, CONFIG_MAX_MICROSECONDS, &v);
             q->default_timeout_us = (uint64_t)v;
         } else if (!strcmp(f->name, "allow_timeout_override")) rc = get_bool(c, f, p, &q->allow_timeout_override);
         else if (!strcmp(f->name, "max_queue_size")) {
@@ -292,7 +297,7 @@ static int parse_dynamic_batching(cctx *c, const config_field *df, config_dynami
                 np[d->num_preferred++] = v;
             }
         } else if (!strcmp(f->name, "max_queue_delay_microseconds")) {
-            rc = get_int(c, f, p, 0, INT64_MAX, &v);
+            rc = get_int(c, f, p, 0, CONFIG_MAX_MICROSECONDS, &v);
             d->max_queue_delay_us = (uint64_t)v;
         } else if (!strcmp(f->name, "preserve_ordering")) rc = get_bool(c, f, p, &d->preserve_ordering);
         else if (!strcmp(f->name, "priority_levels")) {
@@ -377,7 +382,7 @@ static int parse_warmup(cctx *c, const config_field *wf, config_warmup *w) {
         int rc = 0;
         if (!strcmp(f->name, "name")) rc = get_string(c, f, p, &w->name);
         else if (!strcmp(f->name, "batch_size")) {
-            rc = get_int(c, f, p, 1, INT32_MAX, &v);
+            rc = get_int(c, f, p, 1, CONFIG_MAX_BATCH, &v);
             w->batch_size = (uint32_t)v;
         } else if (!strcmp(f->name, "count")) {
             rc = get_int(c, f, p, 1, 1000000, &v);
@@ -527,7 +532,7 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
         else if (!strcmp(f->name, "backend")) rc = get_string(&c, f, "backend", &cfg->backend);
         else if (!strcmp(f->name, "default_model_filename")) rc = get_string(&c, f, "default_model_filename", &cfg->default_model_filename);
         else if (!strcmp(f->name, "max_batch_size")) {
-            rc = get_int(&c, f, "max_batch_size", 0, INT32_MAX, &v);
+            rc = get_int(&c, f, "max_batch_size", 0, CONFIG_MAX_BATCH, &v);
             cfg->max_batch_size = (int)v;
             cfg->has_max_batch_size = 1;
         } else if (!strcmp(f->name, "input") || !strcmp(f->name, "output")) {
@@ -588,8 +593,17 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
         rc = cfail(&c, NULL, "platform", "'%s' is not supported (cinfer serves ONNX models: platform \"onnxruntime_onnx\")", cfg->platform);
     if (!rc && cfg->backend && cfg->backend[0] && strcmp(cfg->backend, "onnxruntime") != 0 && strcmp(cfg->backend, "cinfer") != 0)
         rc = cfail(&c, NULL, "backend", "'%s' is not supported (use \"onnxruntime\" or leave it out)", cfg->backend);
+    if (!rc && cfg->default_model_filename &&
+        (!cfg->default_model_filename[0] || strchr(cfg->default_model_filename, '/') || !strcmp(cfg->default_model_filename, ".") ||
+         !strcmp(cfg->default_model_filename, "..")))
+        rc = cfail(&c, NULL, "default_model_filename", "'%s' must be a file name inside the version folder (no '/', not '.' "
+                   "or '..')", cfg->default_model_filename);
     if (!rc && cfg->dynamic_batching.present && cfg->max_batch_size == 0 && cfg->dynamic_batching.num_preferred)
         rc = cfail(&c, NULL, "dynamic_batching.preferred_batch_size", "needs max_batch_size >= 1");
+    for (size_t i = 0; !rc && cfg->max_batch_size > 0 && i < cfg->num_warmups; i++)
+        if (cfg->warmups[i].batch_size > (uint32_t)cfg->max_batch_size)
+            rc = cfail(&c, NULL, "model_warmup.batch_size", "%u (warm-up '%s') exceeds max_batch_size %d",
+                       cfg->warmups[i].batch_size, cfg->warmups[i].name ? cfg->warmups[i].name : "", cfg->max_batch_size);
     for (size_t i = 0; !rc && i < cfg->dynamic_batching.num_preferred; i++)
         if (cfg->dynamic_batching.preferred_batch_size[i] > cfg->max_batch_size)
             rc = cfail(&c, NULL, "dynamic_batching.preferred_batch_size", "%" PRId64 " exceeds max_batch_size %d",

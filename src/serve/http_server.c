@@ -34,6 +34,9 @@ struct http_private {
     size_t len, cap;
     char *inflated;
     int too_large;
+    int denied;                   /* the authorizer refused the request: answer deny, read and drop the body */
+    serve_error deny;
+    const char *challenge;        /* WWW-Authenticate value of a 401 (static string) */
     int state;
     /* response */
     int status;
@@ -171,6 +174,7 @@ static enum MHD_Result send_response(http_request *r) {
         snprintf(v, sizeof v, "%lld", p->resp_header_len);
         MHD_add_response_header(resp, "Inference-Header-Content-Length", v);
     }
+    if (p->challenge) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, p->challenge);
     enum MHD_Result ret = MHD_queue_response(p->conn, (unsigned)p->status, resp);
     MHD_destroy_response(resp);
     p->state = REQ_ANSWERED;
@@ -200,11 +204,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->opt.max_body) p->too_large = 1;
+        if (s->opt.authorize && s->opt.authorize(s->opt.ctx, r, &p->challenge, &p->deny) != 0) p->denied = 1;
         return MHD_YES;
     }
     struct http_private *p = r->priv;
     if (*upload_size) {
-        if (!p->too_large) {
+        if (!p->too_large && !p->denied) {
             if (p->len + *upload_size > s->opt.max_body) {
                 p->too_large = 1;
                 free(p->buf);
@@ -232,6 +237,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (p->state == REQ_ANSWERED) return MHD_YES;
     serve_error e = {0};
+    if (p->denied) {
+        http_respond_error(r, &p->deny);
+        return send_response(r);
+    }
     if (p->too_large) {
         serve_fail(&e, 400, "the request body exceeds the limit of %zu bytes (--max-input-bytes)", s->opt.max_body);
         http_respond_error(r, &e);

@@ -20,6 +20,10 @@ typedef enum http_result { HTTP_DONE, HTTP_PENDING } http_result;
 typedef http_result (*http_handler)(void *ctx, http_request *req);
 /* Called on an HTTP thread after a resume; must fill the response. */
 typedef void (*http_finisher)(void *ctx, http_request *req);
+/* Optional; called on an HTTP thread when a request's headers have arrived, before its body is read. Returns 0 to
+ * go on, or -1 with the error in `e` (its code the status) and *challenge the WWW-Authenticate value (or NULL):
+ * the body is then read and discarded, the handler is never called, and that error is the answer. */
+typedef int (*http_authorizer)(void *ctx, http_request *req, const char **challenge, serve_error *e);
 
 struct http_request {
     const char *method, *url;
@@ -39,6 +43,7 @@ typedef struct http_options {
     size_t max_body;              /* bytes after decompression */
     http_handler handler;
     http_finisher finisher;
+    http_authorizer authorize;    /* NULL: every request goes to the handler */
     void *ctx;
 } http_options;
 

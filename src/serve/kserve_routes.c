@@ -139,6 +139,39 @@ static int infer_cancelled(model_request *req) {
     return http_request_client_gone(j->http);
 }
 
+/* --max-tensor-elements and --max-request-elements, on the shapes the request declares (before anything is bound or
+ * allocated for them). A shape with a negative dim is left to binding, which names it. */
+static int check_element_limits(const server *s, const kserve_infer_request *k, serve_error *e) {
+    int64_t total = 0;
+    for (size_t i = 0; i < k->num_inputs; i++) {
+        int64_t n = kserve_numel(k->inputs[i].shape, k->inputs[i].ndim);
+        if (n < 0) {
+            int neg = 0;
+            for (int d = 0; d < k->inputs[i].ndim; d++) neg |= k->inputs[i].shape[d] < 0;
+            if (neg) continue;
+            return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': the element count of its shape overflows", k->inputs[i].name);
+        }
+        if (s->opt.max_tensor_elements && n > s->opt.max_tensor_elements)
+            return serve_fail(e, SERVE_BAD_REQUEST, "input '%s' has %" PRId64 " elements, more than the limit of %" PRId64
+                              " per tensor (--max-tensor-elements)", k->inputs[i].name, n, s->opt.max_tensor_elements);
+        total += n;
+        if (s->opt.max_request_elements && total > s->opt.max_request_elements)
+            return serve_fail(e, SERVE_BAD_REQUEST, "the request's inputs have more than %" PRId64 " elements in all "
+                              "(--max-request-elements)", s->opt.max_request_elements);
+    }
+    return 0;
+}
+
+int kserve_authorize(void *ctx, http_request *r, const char **challenge, serve_error *e) {
+    server *s = ctx;
+    return auth_check(&s->opt.tokens, auth_route_scope(r->url), http_request_header(r, "Authorization"), challenge, e);
+}
+
+/* repo_foreach_version callback of the health routes: counts the versions on a failed GPU. */
+static void check_devices(void *ctx, model_version *mv) {
+    if (model_version_check_devices(mv)) ++*(int *)ctx;
+}
+
 static http_result handle_infer(server *s, http_request *r, const char *name, const char *version) {
     uint64_t arrival = stats_now_ns();
     serve_error e = {0};
@@ -154,8 +187,10 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
         return HTTP_DONE;
     }
     if (repo_acquire(s->repo, name, version, &j->mv, &e) != 0) goto fail;
+    if (model_version_unavailable(j->mv, &e)) goto fail_counted; /* its GPU failed: 503 until the restart */
     if (kserve_parse_infer(r->body, r->body_len, r->infer_header_len, &j->kreq, &e) != 0) goto fail_counted;
     if (kserve_resolve_shm(&j->kreq, s->shm, &e) != 0) goto fail_counted;
+    if (check_element_limits(s, &j->kreq, &e) != 0) goto fail_counted;
     j->tensors = calloc(j->mv->cfg.num_inputs ? j->mv->cfg.num_inputs : 1, sizeof *j->tensors);
     if (!j->tensors) {
         serve_fail(&e, SERVE_INTERNAL, "out of memory");
@@ -173,6 +208,7 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
     j->req.batch_size = batch;
     j->req.priority = (uint32_t)j->kreq.priority;
     j->req.timeout_us = j->kreq.timeout_us;
+    j->req.id = j->kreq.id;
     j->req.arrival_ns = arrival;
     j->req.done = infer_done;
     j->req.cancelled = infer_cancelled;
@@ -353,6 +389,9 @@ http_result kserve_handle(void *ctx, http_request *r) {
             return HTTP_DONE;
         }
         int ok = !atomic_load(&s->shutting_down) && (seg[2][0] == 'l' || repo_ready(s->repo, s->opt.strict_readiness));
+        int failed = 0; /* a GPU in use hit a sticky CUDA error: not live (restart me) and not ready */
+        repo_foreach_version(s->repo, check_devices, &failed);
+        if (failed) ok = 0;
         http_respond_empty(r, ok ? 200 : 400);
         return HTTP_DONE;
     }
@@ -404,8 +443,14 @@ http_result kserve_handle(void *ctx, http_request *r) {
         http_respond_error(r, &e);
         return HTTP_DONE;
     }
-    if (!strcmp(action, "ready")) http_respond_empty(r, 200);
-    else if (!strcmp(action, "config")) http_respond_json(r, 200, config_model_to_json(&mv->cfg));
+    if (!strcmp(action, "ready")) {
+        if (model_version_unavailable(mv, &e)) { /* on a failed GPU: not ready (400, as any not-ready model) */
+            e.code = SERVE_BAD_REQUEST;
+            http_respond_error(r, &e);
+        } else {
+            http_respond_empty(r, 200);
+        }
+    } else if (!strcmp(action, "config")) http_respond_json(r, 200, config_model_to_json(&mv->cfg));
     else model_metadata(s, r, mv);
     model_version_unref(mv);
     return HTTP_DONE;

@@ -184,6 +184,11 @@ static void write_model_counters(stats_text *t, const version_list *v) {
         int64_t p = LD(v->rows[i].mv->stats.pending);
         stats_text_printf(t, "nv_inference_pending_request_count{%s} %" PRId64 "\n", v->rows[i].labels, p < 0 ? 0 : p);
     }
+    family(t, "cinfer_oom_retries_total", "counter",
+           "Executions that ran out of memory (each is retried in halves; a single request that still does not fit "
+           "gets a 503), docs/resilience.md");
+    for (size_t i = 0; i < v->n; i++)
+        stats_text_printf(t, "cinfer_oom_retries_total{%s} %" PRIu64 "\n", v->rows[i].labels, LD(v->rows[i].mv->oom_retries));
 }
 
 static void write_histograms(stats_text *t, const version_list *v) {

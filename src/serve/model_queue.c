@@ -65,6 +65,8 @@ int model_queue_push(model_queue *q, model_request *r, const char *model_name, s
                           model_name, p->max_size);
     uint64_t timeout = p->default_timeout_us;
     if (r->timeout_us && (!timeout || p->allow_timeout_override || r->timeout_us < timeout)) timeout = r->timeout_us;
+    /* a request's own timeout comes from its body: past a day it means "no deadline" rather than overflowing */
+    if (timeout > UINT64_C(86400000000)) timeout = 0;
     r->deadline_ns = timeout ? r->arrival_ns + timeout * 1000u : 0;
     r->level = level - 1;
     r->seq = q->next_seq++;

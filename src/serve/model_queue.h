@@ -38,6 +38,7 @@ struct model_request {
     /* Optional: nonzero when the client has gone away, so the request is dropped before it runs. */
     int (*cancelled)(model_request *r);
     void *user;
+    const char *id;              /* the request's "id" (NULL when none); owned by the submitter */
 
     /* ---- set by the queue and the worker ---- */
     uint64_t deadline_ns;        /* 0 = none */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "faults.h"
 #include "log.h"
 
 void model_version_ref(model_version *mv) { atomic_fetch_add(&mv->refs, 1); }
@@ -46,9 +47,197 @@ static void fail_batch(model_version *mv, batcher_batch *b, const serve_error *e
     b->n = 0;
 }
 
-/* Runs one batch on this instance: drops requests whose client left or whose deadline passed, gathers the
- * inputs (concatenated, padded), runs the session once, scatters the outputs, records statistics (one execution
- * of the batch's inferences; per request its queue time and the batch's compute phases) and completes them. */
+/* The CUDA device index of a GPU instance ("cuda:N"), -1 for a CPU instance. */
+static int instance_gpu(const model_instance *inst) {
+    return inst->kind == CONFIG_KIND_GPU && !strncmp(inst->device, "cuda:", 5) ? atoi(inst->device + 5) : -1;
+}
+
+int model_version_check_devices(model_version *mv) {
+    int failed = 0;
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        model_instance *inst = &mv->instances[i];
+        int dev = instance_gpu(inst);
+        if (dev < 0) continue;
+        cinfer_device_info info;
+        if (!atomic_load(&inst->device_failed) && cinfer_cuda_device_info(dev, &info) == CINFER_OK && info.failed) {
+            atomic_store(&inst->device_failed, 1);
+            log_error("model '%s' version %s instance %s: device %s has failed (sticky CUDA error); the model is not "
+                      "ready and the server reports not live until the process restarts", mv->name, mv->version_str,
+                      inst->name, inst->device);
+        }
+        failed += atomic_load(&inst->device_failed);
+    }
+    return failed;
+}
+
+int model_version_unavailable(const model_version *mv, serve_error *e) {
+    for (size_t i = 0; i < mv->num_instances; i++)
+        if (atomic_load(&mv->instances[i].device_failed)) {
+            serve_fail(e, SERVE_UNAVAILABLE, "model '%s' version %s is unavailable: its device %s failed with a sticky "
+                                             "CUDA error and refuses work until the server restarts", mv->name,
+                       mv->version_str, mv->instances[i].device);
+            return 1;
+        }
+    return 0;
+}
+
+/* After an execution ran out of memory (once per event: the first failure of a batch from the queue): logs the
+ * allocator state of the instance's device and returns its cached blocks to the driver. */
+static void oom_report(model_instance *inst, const batcher_batch *b, const char *detail) {
+    model_version *mv = inst->owner;
+    int dev = instance_gpu(inst);
+    char alloc[512] = "host memory (no device allocator)";
+    cinfer_memory_stats ms;
+    if (dev >= 0 && cinfer_cuda_memory_stats(dev, &ms) == CINFER_OK)
+        snprintf(alloc, sizeof alloc, "allocator on %s: allocated %zu B, reserved %zu B, peak reserved %zu B, limit %zu B, "
+                 "active blocks %zu, inactive split %zu B, device mallocs %zu, alloc retries %zu, OOMs %zu", inst->device,
+                 ms.allocated_bytes, ms.reserved_bytes, ms.peak_reserved_bytes, ms.limit_bytes, ms.active_blocks,
+                 ms.inactive_split_bytes, ms.num_device_mallocs, ms.num_alloc_retries, ms.num_ooms);
+    if (dev >= 0) cinfer_cuda_empty_cache(dev);
+    log_warn("model '%s' version %s instance %s (%s) ran out of memory on a batch of %" PRId64 " inferences (%zu requests): "
+             "%s; %s; cached blocks freed, retrying in halves", mv->name, mv->version_str, inst->name, inst->device,
+             b->total, b->n, detail, alloc);
+}
+
+/* Sets the instance's batch cap (0 = none) and tells the scheduler. */
+static void set_cap(model_instance *inst, int64_t cap) {
+    model_version *mv = inst->owner;
+    if (cap >= mv->sched.policy.max_batch) cap = 0;
+    atomic_store(&inst->batch_cap, cap);
+    inst->cap_successes = 0;
+    scheduler_set_cap(&mv->sched, inst->index, cap);
+}
+
+/* A successful execution: raises a lowered cap one step every oom_recover_after successes. */
+static void cap_success(model_instance *inst) {
+    model_version *mv = inst->owner;
+    int64_t cap = atomic_load(&inst->batch_cap);
+    if (!cap || ++inst->cap_successes < mv->oom_recover_after) return;
+    int64_t step = mv->sched.policy.max_batch / MODEL_OOM_RECOVER_DIVISOR;
+    set_cap(inst, cap + (step > 1 ? step : 1));
+    log_info("model '%s' version %s instance %s: batch cap raised to %" PRId64 " after %" PRIu64 " successful executions",
+             mv->name, mv->version_str, inst->name, atomic_load(&inst->batch_cap) ? atomic_load(&inst->batch_cap)
+                                                                                 : mv->sched.policy.max_batch,
+             mv->oom_recover_after);
+}
+
+/* Runs batch b once on this instance: gathers the inputs (concatenated, padded), runs the session (unless a test
+ * fault says otherwise, faults.h), scatters the outputs, records statistics (one execution of the batch's
+ * inferences; per request its queue time and the batch's compute phases) and completes the requests.
+ * Returns CINFER_OK (completed), CINFER_ERR_OUT_OF_MEMORY (nothing completed or failed: the caller retries; the
+ * engine's message in detail) or the failure status (the requests were failed). */
+static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok_total, char *detail, size_t detail_len) {
+    model_version *mv = inst->owner;
+    uint64_t start = stats_now_ns();
+    for (size_t i = 0; i < b->n; i++) b->reqs[i]->start_ns = start;
+    serve_error e = {0};
+    size_t ni = mv->cfg.num_inputs, no = cinfer_model_num_outputs(mv->model);
+    if (atomic_load(&inst->device_failed)) {
+        model_version_unavailable(mv, &e);
+        fail_batch(mv, b, &e, STATS_BACKEND);
+        return CINFER_ERR_RUNTIME;
+    }
+    if (batcher_gather(&mv->sched.policy, b, &inst->scratch, inst->inputs, &e) != 0) {
+        fail_batch(mv, b, &e, STATS_OTHER);
+        return CINFER_ERR_RUNTIME;
+    }
+    cinfer_tensor *outs = calloc(no ? no : 1, sizeof *outs);
+    if (!outs) {
+        serve_fail(&e, SERVE_INTERNAL, "model '%s': out of memory for the outputs", mv->name);
+        fail_batch(mv, b, &e, STATS_OTHER);
+        return CINFER_ERR_RUNTIME;
+    }
+    uint64_t input_end = stats_now_ns();
+    char fault[512] = "";
+    cinfer_status st = faults_check_run(mv->name, b->total, b->reqs, b->n, fault, sizeof fault);
+    if (st == CINFER_OK) st = cinfer_session_run(inst->session, inst->inputs, ni, outs, no);
+    if (inst->test_delay_ms) {
+        struct timespec ts = {(time_t)(inst->test_delay_ms / 1000), (long)(inst->test_delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {}
+    }
+    uint64_t infer_end = stats_now_ns();
+    if (st != CINFER_OK) {
+        const char *why = fault[0] ? fault : cinfer_last_error();
+        for (size_t j = 0; j < no; j++) cinfer_tensor_free_data(&outs[j]);
+        free(outs);
+        if (st == CINFER_ERR_OUT_OF_MEMORY) {
+            snprintf(detail, detail_len, "%s", why);
+            return st;
+        }
+        int code = st == CINFER_ERR_INVALID_ARGUMENT ? SERVE_BAD_REQUEST
+                   : st == CINFER_ERR_UNSUPPORTED    ? SERVE_UNSUPPORTED
+                                                     : SERVE_INTERNAL;
+        serve_fail(&e, code, "model '%s' version %s failed to run%s: %s: %s", mv->name, mv->version_str,
+                   b->n > 1 ? " a batch" : "", cinfer_status_name(st), why);
+        /* a kernel failure may be a sticky CUDA error: then the device is gone and the answer is 503 */
+        if (st == CINFER_ERR_RUNTIME && instance_gpu(inst) >= 0 && model_version_check_devices(mv) &&
+            atomic_load(&inst->device_failed)) {
+            char msg[sizeof e.msg];
+            snprintf(msg, sizeof msg, "%s", e.msg);
+            serve_fail(&e, SERVE_UNAVAILABLE, "model '%s' version %s is unavailable: its device %s failed (%s)", mv->name,
+                       mv->version_str, inst->device, msg);
+        }
+        fail_batch(mv, b, &e, code == SERVE_BAD_REQUEST ? STATS_OTHER : STATS_BACKEND);
+        return st;
+    }
+    if (batcher_scatter(&mv->sched.policy, b, outs, mv->name, &mv->cfg, &e) != 0) { /* outs taken over */
+        fail_batch(mv, b, &e, STATS_BACKEND);
+        return CINFER_ERR_RUNTIME;
+    }
+    uint64_t end = stats_now_ns();
+    uint64_t in = input_end - start, infer = infer_end - input_end, out = end - infer_end;
+    int64_t inferences = mv->cfg.max_batch_size > 0 ? b->total : 1;
+    stats_record_execution(&mv->stats, inferences, in, infer, out);
+    atomic_fetch_add(&inst->executions, 1);
+    atomic_fetch_add(&inst->inferences, (uint64_t)inferences);
+    if (b->total > *ok_total) *ok_total = b->total;
+    for (size_t i = 0; i < b->n; i++) {
+        model_request *r = b->reqs[i];
+        r->input_end_ns = input_end;
+        r->infer_end_ns = infer_end;
+        r->end_ns = end;
+        stats_record_success(&mv->stats, start - r->arrival_ns, in, infer, out, end - r->arrival_ns);
+        atomic_fetch_sub(&mv->stats.pending, 1);
+        scheduler_complete(&mv->sched, r);
+    }
+    b->n = 0;
+    cap_success(inst);
+    return CINFER_OK;
+}
+
+/* Runs b, and when it runs out of memory splits it into halves and runs each the same way, down to single
+ * requests; a single request that still does not fit gets a 503 naming the model. *reported: the event's
+ * allocator state was logged. *ok_total: the largest batch that succeeded. */
+static void execute_split(model_instance *inst, batcher_batch *b, int *reported, int64_t *ok_total) {
+    model_version *mv = inst->owner;
+    char detail[1024] = "";
+    if (execute(inst, b, ok_total, detail, sizeof detail) != CINFER_ERR_OUT_OF_MEMORY) return;
+    atomic_fetch_add(&mv->oom_retries, 1);
+    atomic_fetch_add(&inst->oom_events, 1);
+    if (!*reported) {
+        oom_report(inst, b, detail);
+        *reported = 1;
+    }
+    if (b->n == 1) {
+        serve_error e = {0};
+        serve_fail(&e, SERVE_UNAVAILABLE, "model '%s' version %s ran out of memory on instance %s (%s) running a request "
+                                          "of batch size %" PRId64 ", even alone: %s", mv->name, mv->version_str,
+                   inst->name, inst->device, b->total, detail);
+        fail_batch(mv, b, &e, STATS_BACKEND);
+        return;
+    }
+    batcher_batch half[2] = {{.reqs = b->reqs, .n = b->n / 2}, {.reqs = b->reqs + b->n / 2, .n = b->n - b->n / 2}};
+    for (int h = 0; h < 2; h++) {
+        half[h].cap = half[h].n;
+        for (size_t i = 0; i < half[h].n; i++) half[h].total += half[h].reqs[i]->batch_size;
+        execute_split(inst, &half[h], reported, ok_total);
+    }
+    b->n = 0;
+}
+
+/* Runs one batch taken from the queue on this instance: drops requests whose client left or whose deadline
+ * passed, then runs the rest (execute_split). After an out-of-memory event the instance's batch cap drops to the
+ * largest batch that succeeded (else half the failed one), so the batcher forms smaller batches for it. */
 static void run_batch(model_instance *inst, batcher_batch *b) {
     model_version *mv = inst->owner;
     uint64_t now = stats_now_ns();
@@ -68,58 +257,18 @@ static void run_batch(model_instance *inst, batcher_batch *b) {
     }
     b->n = k;
     if (!b->n) return;
-    uint64_t start = stats_now_ns();
-    for (size_t i = 0; i < b->n; i++) b->reqs[i]->start_ns = start;
-    serve_error e = {0};
-    size_t ni = mv->cfg.num_inputs, no = cinfer_model_num_outputs(mv->model);
-    if (batcher_gather(&mv->sched.policy, b, &inst->scratch, inst->inputs, &e) != 0) {
-        fail_batch(mv, b, &e, STATS_OTHER);
-        return;
-    }
-    cinfer_tensor *outs = calloc(no ? no : 1, sizeof *outs);
-    if (!outs) {
-        serve_fail(&e, SERVE_INTERNAL, "model '%s': out of memory for the outputs", mv->name);
-        fail_batch(mv, b, &e, STATS_OTHER);
-        return;
-    }
-    uint64_t input_end = stats_now_ns();
-    cinfer_status st = cinfer_session_run(inst->session, inst->inputs, ni, outs, no);
-    if (inst->test_delay_ms) {
-        struct timespec ts = {(time_t)(inst->test_delay_ms / 1000), (long)(inst->test_delay_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0) {}
-    }
-    uint64_t infer_end = stats_now_ns();
-    if (st != CINFER_OK) {
-        int code = st == CINFER_ERR_INVALID_ARGUMENT ? SERVE_BAD_REQUEST
-                   : st == CINFER_ERR_UNSUPPORTED    ? SERVE_UNSUPPORTED
-                                                     : SERVE_INTERNAL;
-        serve_fail(&e, code, "model '%s' version %s failed to run%s: %s: %s", mv->name, mv->version_str,
-                   b->n > 1 ? " a batch" : "", cinfer_status_name(st), cinfer_last_error());
-        for (size_t j = 0; j < no; j++) cinfer_tensor_free_data(&outs[j]);
-        free(outs);
-        fail_batch(mv, b, &e, code == SERVE_BAD_REQUEST ? STATS_OTHER : STATS_BACKEND);
-        return;
-    }
-    if (batcher_scatter(&mv->sched.policy, b, outs, mv->name, &mv->cfg, &e) != 0) { /* outs taken over */
-        fail_batch(mv, b, &e, STATS_BACKEND);
-        return;
-    }
-    uint64_t end = stats_now_ns();
-    uint64_t in = input_end - start, infer = infer_end - input_end, out = end - infer_end;
-    int64_t inferences = mv->cfg.max_batch_size > 0 ? b->total : 1;
-    stats_record_execution(&mv->stats, inferences, in, infer, out);
-    atomic_fetch_add(&inst->executions, 1);
-    atomic_fetch_add(&inst->inferences, (uint64_t)inferences);
-    for (size_t i = 0; i < b->n; i++) {
-        model_request *r = b->reqs[i];
-        r->input_end_ns = input_end;
-        r->infer_end_ns = infer_end;
-        r->end_ns = end;
-        stats_record_success(&mv->stats, start - r->arrival_ns, in, infer, out, end - r->arrival_ns);
-        atomic_fetch_sub(&mv->stats.pending, 1);
-        scheduler_complete(&mv->sched, r);
-    }
-    b->n = 0;
+    int reported = 0;
+    int64_t ok_total = 0, failed_total = b->total;
+    execute_split(inst, b, &reported, &ok_total);
+    if (!reported) return;
+    int64_t cap = ok_total > 0 ? ok_total : (failed_total / 2 > 1 ? failed_total / 2 : 1);
+    int64_t old = atomic_load(&inst->batch_cap);
+    if (old && old < cap) cap = old;
+    set_cap(inst, cap);
+    log_warn("model '%s' version %s instance %s: batch cap lowered to %" PRId64 " after running out of memory on a batch "
+             "of %" PRId64 "; it rises by max(1, %" PRId64 "/%d) after every %" PRIu64 " successful executions", mv->name,
+             mv->version_str, inst->name, cap, failed_total, mv->sched.policy.max_batch, MODEL_OOM_RECOVER_DIVISOR,
+             mv->oom_recover_after);
 }
 
 /* The instance's worker: pulls a batch whenever the instance is free, until the queue is closed and empty. */
@@ -158,11 +307,17 @@ json_t *model_version_stats_json(const model_version *mv) {
     json_t *a = json_array();
     for (size_t i = 0; i < mv->num_instances; i++) {
         const model_instance *inst = &mv->instances[i];
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:i}", "name", inst->name, "kind",
-                                           inst->kind == CONFIG_KIND_GPU ? "KIND_GPU" : "KIND_CPU", "device", inst->device,
-                                           "execution_count", (json_int_t)atomic_load(&inst->executions),
-                                           "inference_count", (json_int_t)atomic_load(&inst->inferences),
-                                           "in_flight", atomic_load(&inst->busy)));
+        int64_t cap = atomic_load(&inst->batch_cap);
+        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:I, s:b}", "name", inst->name, "kind",
+                              inst->kind == CONFIG_KIND_GPU ? "KIND_GPU" : "KIND_CPU", "device", inst->device,
+                              "execution_count", (json_int_t)atomic_load(&inst->executions),
+                              "inference_count", (json_int_t)atomic_load(&inst->inferences),
+                              "in_flight", atomic_load(&inst->busy),
+                              "batch_cap", (json_int_t)(cap ? cap : mv->sched.policy.max_batch),
+                              "oom_events", (json_int_t)atomic_load(&inst->oom_events),
+                              "device_failed", atomic_load(&inst->device_failed));
+        if (x && inst->probed_max_batch) json_object_set_new(x, "probed_max_batch", json_integer(inst->probed_max_batch));
+        json_array_append_new(a, x);
     }
     if (j) json_object_set_new(j, "instance_stats", a);
     else json_decref(a);
@@ -351,6 +506,53 @@ static void apply_test_slowdown(model_version *mv) {
     }
 }
 
+/* --probe-max-batch: for each GPU instance of a batching model, the largest batch B in 1..max_batch_size for which
+ * a session with option max_batch=B can be created on its device (the engine's capacity check: weights plus a
+ * run's activations and io at batch B leave 20% of the device's memory, or its limit, free). Binary search; the
+ * result is logged, shown in the statistics (instance_stats[].probed_max_batch) and becomes the instance's batch
+ * cap when lower than the policy's max. CPU instances are not probed (host memory is not planned). */
+static void probe_max_batch(model_version *mv, const model_load_options *opt) {
+    if (mv->cfg.max_batch_size <= 0) {
+        log_info("model '%s': --probe-max-batch skipped: the model does not batch (max_batch_size 0)", mv->name);
+        return;
+    }
+    char threads[16], bs[24];
+    snprintf(threads, sizeof threads, "%d", opt->threads > 0 ? opt->threads : 1);
+    const char *keys[] = {"max_batch", "threads"}, *vals[] = {bs, threads};
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        model_instance *inst = &mv->instances[i];
+        if (instance_gpu(inst) < 0) {
+            log_info("model '%s' instance %s (%s): --probe-max-batch skipped: CPU instances are not probed (host memory "
+                     "is not planned)", mv->name, inst->name, inst->device);
+            continue;
+        }
+        int64_t lo = 0, hi = mv->cfg.max_batch_size; /* lo fits (0: nothing known to fit), hi + 1 does not */
+        char last[512] = "";
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo + 1) / 2;
+            snprintf(bs, sizeof bs, "%" PRId64, mid);
+            cinfer_session *probe = NULL;
+            if (cinfer_session_create(mv->model, inst->device, keys, vals, 2, &probe) == CINFER_OK) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+                snprintf(last, sizeof last, "%s", cinfer_last_error());
+            }
+            cinfer_session_free(probe);
+        }
+        inst->probed_max_batch = lo;
+        if (lo == 0) {
+            log_warn("model '%s' instance %s (%s): --probe-max-batch found no batch that fits with 20%% headroom: %s",
+                     mv->name, inst->name, inst->device, last);
+            continue;
+        }
+        log_info("model '%s' instance %s (%s): --probe-max-batch: the largest batch that fits with 20%% headroom is %" PRId64
+                 " (max_batch_size %d)%s%s", mv->name, inst->name, inst->device, lo, mv->cfg.max_batch_size,
+                 last[0] ? "; the next size up: " : "", last);
+        if (lo < mv->sched.policy.max_batch) set_cap(inst, lo);
+    }
+}
+
 int model_version_load(const char *name, int64_t version, const char *path, model_config *cfg,
                        const model_load_options *opt, model_version **out, serve_error *e) {
     *out = NULL;
@@ -402,6 +604,21 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         }
     }
     apply_test_slowdown(mv);
+    mv->oom_recover_after = MODEL_OOM_RECOVER_AFTER;
+    for (size_t i = 0; i < mv->cfg.num_params; i++) {
+        if (strcmp(mv->cfg.params[i].key, MODEL_PARAM_OOM_RECOVER_AFTER) != 0) continue;
+        char *end;
+        unsigned long long v = strtoull(mv->cfg.params[i].value, &end, 10);
+        if (*end || v < 1 || v > 1000000000ull || mv->cfg.params[i].value[0] == '-') {
+            serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s' is '%s': give a count of executions from 1 to 1000000000",
+                       name, MODEL_PARAM_OOM_RECOVER_AFTER, mv->cfg.params[i].value);
+            goto err;
+        }
+        mv->oom_recover_after = v;
+    }
+    if (faults_enabled())
+        log_warn("model '%s': fault injection is on (%s=%s): executions may fail on purpose; for tests only", name, FAULTS_ENV,
+                 getenv(FAULTS_ENV));
     char threads[16];
     snprintf(threads, sizeof threads, "%d", opt->threads);
     const char *keys[] = {"threads"}, *vals[] = {threads};
@@ -414,6 +631,7 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         for (size_t w = 0; w < mv->cfg.num_warmups; w++)
             if (warmup_run(mv, inst, &mv->cfg.warmups[w], e) != 0) goto err;
     }
+    if (opt->probe_max_batch) probe_max_batch(mv, opt);
     for (size_t i = 0; i < mv->num_instances; i++) {
         if (pthread_create(&mv->instances[i].thread, NULL, worker_main, &mv->instances[i]) != 0) {
             serve_fail(e, SERVE_INTERNAL, "cannot start the worker thread of instance %zu", i);

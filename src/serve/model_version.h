@@ -20,7 +20,16 @@ typedef struct model_load_options {
                              * "cpu", "cuda" (every visible GPU) or "cuda:N" */
     int threads;            /* session "threads" option; 0 = engine default */
     int default_max_batch;  /* max_batch_size chosen by auto-completion (0 = never batch) */
+    int probe_max_batch;    /* --probe-max-batch: find the largest batch each GPU instance fits (docs/resilience.md) */
 } model_load_options;
+
+/* OOM adaptation (docs/resilience.md): after an execution runs out of memory the instance's batch cap drops to the
+ * largest batch that then succeeded; every MODEL_OOM_RECOVER_AFTER successful executions in a row raise it by
+ * max(1, max_batch / MODEL_OOM_RECOVER_DIVISOR) until it is back at the policy's max. The config parameter
+ * MODEL_PARAM_OOM_RECOVER_AFTER overrides the count for one model. */
+#define MODEL_OOM_RECOVER_AFTER 8
+#define MODEL_OOM_RECOVER_DIVISOR 16
+#define MODEL_PARAM_OOM_RECOVER_AFTER "cinfer_oom_recover_after"
 
 typedef struct model_instance {
     struct model_version *owner;
@@ -37,6 +46,11 @@ typedef struct model_instance {
     cinfer_tensor *inputs;       /* the batch's input tensors (num_inputs) */
     _Atomic uint64_t executions, inferences; /* batches run and the inferences in them */
     _Atomic int busy;            /* 1 while it runs a batch */
+    _Atomic int64_t batch_cap;   /* most inferences per execution now; 0 = the policy's max (no OOM seen) */
+    uint64_t cap_successes;      /* successful executions since the cap last moved (worker thread only) */
+    _Atomic uint64_t oom_events; /* executions on this instance that ran out of memory */
+    int64_t probed_max_batch;    /* --probe-max-batch result; 0 = not probed */
+    _Atomic int device_failed;   /* 1 once its GPU reported a sticky error (cinfer_device_info.failed) */
 } model_instance;
 
 typedef struct model_version {
@@ -50,6 +64,8 @@ typedef struct model_version {
     scheduler sched;             /* request queue, dynamic batcher, instance scheduling */
     stats_model stats;
     uint64_t memory_bytes;       /* parameters held by the loaded model */
+    _Atomic uint64_t oom_retries; /* executions that ran out of memory (cinfer_oom_retries_total) */
+    uint64_t oom_recover_after;  /* successful executions before the cap is raised one step */
     _Atomic int refs;
     pthread_mutex_t ref_lock;
     pthread_cond_t ref_zero;
@@ -66,6 +82,13 @@ int model_version_submit(model_version *mv, model_request *r, serve_error *e);
  * device, execution_count, inference_count and in_flight (batches running now) - cinfer's addition, showing where
  * the scheduler sent the batches. */
 json_t *model_version_stats_json(const model_version *mv);
+/* Asks the engine whether the GPUs of mv's instances have failed (cinfer_cuda_device_info(...).failed; CPU
+ * instances are not asked, so CPU-only models never load CUDA) and marks those instances. Returns how many
+ * instances are on a failed device. */
+int model_version_check_devices(model_version *mv);
+/* 1 with a 503 in e (naming the model and device) when an instance of mv is on a failed device: the version is
+ * not ready and refuses inference until the process restarts. Reads the marks only (no engine call). */
+int model_version_unavailable(const model_version *mv, serve_error *e);
 void model_version_ref(model_version *mv);
 void model_version_unref(model_version *mv);
 /* Drains and frees: refuses new requests, lets the workers finish every queued request, drops the caller's

@@ -110,7 +110,7 @@ int scheduler_next(scheduler *s, size_t i, batcher_batch *b) {
     for (;;) {
         me->signaled = 0;
         uint64_t now = stats_now_ns(), wake_ns;
-        batcher_decision d = batcher_form(&s->policy, &s->queue, now, b, &wake_ns);
+        batcher_decision d = batcher_form_capped(&s->policy, &s->queue, now, me->cap, b, &wake_ns);
         if (d == BATCHER_READY || b->expired) {
             me->in_flight++;
             if (s->queue.size) wake_one(s, 0); /* more left: let another instance look at it */
@@ -138,6 +138,12 @@ int scheduler_next(scheduler *s, size_t i, batcher_batch *b) {
 void scheduler_batch_done(scheduler *s, size_t i) {
     pthread_mutex_lock(&s->lock);
     s->inst[i].in_flight--;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void scheduler_set_cap(scheduler *s, size_t i, int64_t cap) {
+    pthread_mutex_lock(&s->lock);
+    s->inst[i].cap = cap;
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -39,6 +39,7 @@ typedef struct scheduler_instance {
     uint64_t parked_since;
     int slots;                 /* batches it may have in flight (1: it runs one batch at a time) */
     int in_flight;
+    int64_t cap;               /* most inferences per batch for this instance; 0 = the policy's max (lowered after OOM) */
 } scheduler_instance;
 
 typedef struct scheduler {
@@ -77,6 +78,10 @@ void scheduler_batch_done(scheduler *s, size_t i);
 /* Completes r (its outputs or error are set): calls r->done now, or with preserve_ordering once every request
  * that arrived before it has completed. Every request scheduler_submit accepted must be completed once. */
 void scheduler_complete(scheduler *s, model_request *r);
+
+/* Sets instance `i`'s batch cap (0 = the policy's max): the batches it takes from then on hold at most `cap`
+ * inferences (batcher_form_capped). Called by the worker after an out-of-memory error and as the cap recovers. */
+void scheduler_set_cap(scheduler *s, size_t i, int64_t cap);
 
 /* Refuses new requests and wakes every parked instance; queued requests are still handed out (no delay wait). */
 void scheduler_close(scheduler *s);

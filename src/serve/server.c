@@ -14,11 +14,13 @@ int server_start(const server_options *opt, server **out, serve_error *e) {
     server *s = calloc(1, sizeof *s);
     if (!s) return serve_fail(e, 500, "out of memory");
     s->opt = *opt;
-    model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch};
+    model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch,
+                            .probe_max_batch = opt->probe_max_batch};
     if (shm_registry_create(&s->shm, e) != 0) goto err;
     if (repo_create(opt->model_repository, opt->control_mode, &lo, &s->repo, e) != 0) goto err;
     http_options ho = {.host = opt->host, .port = opt->http_port, .threads = opt->http_threads,
-                       .max_body = opt->max_input_bytes, .handler = kserve_handle, .finisher = kserve_finish, .ctx = s};
+                       .max_body = opt->max_input_bytes, .handler = kserve_handle, .finisher = kserve_finish,
+                       .authorize = kserve_authorize, .ctx = s};
     if (http_server_start(&ho, &s->http, e) != 0) goto err;
     if (opt->metrics_port > 0) {
         metrics_options mt = {.device = opt->device};

@@ -5,7 +5,9 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "auth.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "repo.h"
@@ -25,8 +27,12 @@ typedef struct server_options {
     int threads;                   /* engine threads per instance (0 = engine default) */
     int http_threads;
     size_t max_input_bytes;
+    int64_t max_tensor_elements;   /* per input tensor of an infer request */
+    int64_t max_request_elements;  /* summed over an infer request's inputs */
+    auth_tokens tokens;            /* bearer tokens (auth.h); the server does not own them */
     int strict_readiness;
     int default_max_batch;
+    int probe_max_batch;           /* --probe-max-batch: probe each GPU instance's largest batch at load */
     int shutdown_timeout_s;
 } server_options;
 
@@ -50,5 +56,7 @@ void server_stop(server *s);
 http_result kserve_handle(void *server_ctx, http_request *req);
 void kserve_finish(void *server_ctx, http_request *req);
 http_result kserve_handle_metrics(void *server_ctx, http_request *req);
+/* The KServe listener's authorizer: the route's scope (auth.h) against the configured tokens. */
+int kserve_authorize(void *server_ctx, http_request *req, const char **challenge, serve_error *e);
 
 #endif

@@ -17,14 +17,36 @@ if(TARGET cinfer-server)
 
   add_test(NAME server_tests
            COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server
-                   --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_perf_analyzer.py)
-  set_tests_properties(server_tests PROPERTIES LABELS server TIMEOUT 900
+                   --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_perf_analyzer.py
+                   --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_soak.py --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_valgrind.py)
+  # RUN_SERIAL: the batching tests measure what batches form under concurrency; other suites on the same two cores
+  # would starve the client and the server alike and make that measure noise.
+  set_tests_properties(server_tests PROPERTIES RUN_SERIAL ON LABELS server TIMEOUT 900
                        ENVIRONMENT "${PY_ENV};CINFER_SERVER=$<TARGET_FILE:cinfer-server>;CINFER_FAKE_NVML=$<TARGET_FILE:fake_nvml>")
   # perf_analyzer sweep (installed by scripts/perf_analyzer.sh --install; skipped when missing, except under CI)
   add_test(NAME server_perf_analyzer
            COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server/test_perf_analyzer.py)
   set_tests_properties(server_perf_analyzer PROPERTIES LABELS server TIMEOUT 300
                        ENVIRONMENT "${PY_ENV};CINFER_SERVER=$<TARGET_FILE:cinfer-server>")
+
+  # Soak (bench/soak/soak.py): perf_analyzer load plus repeated load/unload of a second model; 2 minutes here,
+  # 30 s without the RSS bound in the sanitizer build (docs/security.md, bench/BENCHMARKS.md)
+  if(CINFER_SANITIZE)
+    set(CINFER_SOAK_ENV "CINFER_SOAK_SECONDS=30;CINFER_SOAK_RSS_BOUND_MIB=off")
+  else()
+    set(CINFER_SOAK_ENV "CINFER_SOAK_SECONDS=120")
+  endif()
+  add_test(NAME server_soak
+           COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server/test_soak.py)
+  set_tests_properties(server_soak PROPERTIES LABELS server TIMEOUT 600
+                       ENVIRONMENT "${PY_ENV};CINFER_SERVER=$<TARGET_FILE:cinfer-server>;${CINFER_SOAK_ENV}")
+  # valgrind memcheck over a short server run: only in a build without sanitizers (they cannot run together)
+  if(NOT CINFER_SANITIZE)
+    add_test(NAME server_valgrind
+             COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server/test_valgrind.py)
+    set_tests_properties(server_valgrind PROPERTIES LABELS server TIMEOUT 600
+                         ENVIRONMENT "${PY_ENV};CINFER_SERVER=$<TARGET_FILE:cinfer-server>")
+  endif()
 
   foreach(module config codec shm batcher)
     add_executable(test_serve_${module} server/test_${module}.c $<TARGET_OBJECTS:cinfer_serve>)

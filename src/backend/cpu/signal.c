@@ -71,6 +71,11 @@ static cinfer_status run_mel(const graph_node *n, const tensor *in, int num_in, 
  * truncation, so they must follow the input precision (as the reference and ONNX Runtime do) to agree on
  * boundary cases. Rounding each double result of a float op gives exactly the float32 result. */
 static inline double fr(double v, bool f32) { return f32 ? (double)(float)v : v; }
+/* Sample points per bin side when sampling_ratio is 0: ceil(bin size). A NaN or negative bin (NaN/inf ROI
+ * coordinates or spatial_scale) takes no samples, and a bin is sampled at most 2^16 times per side: casting a
+ * NaN or huge double to int64 is undefined, and ROIs of 1e30 pixels would loop for hours (found by
+ * tests/fuzz/fuzz_model.c). */
+static inline int64_t roi_grid_count(double bin) { return bin > 0.0 ? (int64_t)ceil(fmin(bin, 65536.0)) : 0; }
 
 static cinfer_status run_roi_align(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in;
@@ -101,8 +106,8 @@ static cinfer_status run_roi_align(const graph_node *n, const tensor *in, int nu
             rh = fmax(rh, 1.0);
         }
         double bh = fr(rh / (double)PH, f32), bw = fr(rw / (double)PW, f32);
-        int64_t gh = ratio > 0 ? ratio : (int64_t)ceil(bh);
-        int64_t gw = ratio > 0 ? ratio : (int64_t)ceil(bw);
+        int64_t gh = ratio > 0 ? ratio : roi_grid_count(bh);
+        int64_t gw = ratio > 0 ? ratio : roi_grid_count(bw);
         double count = (double)(gh * gw > 1 ? gh * gw : 1);
         int64_t plane = (b * C + c) * H * W;
         for (int64_t ph = 0; ph < PH; ph++)
