@@ -8,8 +8,9 @@
 #   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
 #             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
 #   sanitize  the differential op tests under compute-sanitizer memcheck (FILTER env narrows the cases)
-#   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol and batching
-#             suites through tritonclient, and the real NVML metrics against nvidia-smi
+#   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol, batching, OOM
+#             and fault suites through tritonclient (real OOM under a memory limit, a poisoned device turning
+#             liveness to 400), and the real NVML metrics against nvidia-smi
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -60,7 +61,8 @@ for what in "${@:-tests}"; do
         export PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
                CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so"
         stage server_gpu $PY -m pytest -q -rs -p no:cacheprovider tests/server/test_protocol.py \
-            tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi"
+            tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi" \
+            tests/server/test_oom.py tests/server/test_faults.py
         ;;
     sanitize)
         stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
