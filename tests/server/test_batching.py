@@ -343,8 +343,8 @@ def test_padding_batches_different_lengths(batch_server):
         np.testing.assert_allclose(pooled, want_pooled, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(per_token, want_tok)  # elementwise: exact
         assert per_token.tobytes() == alone_tok.tobytes()
-        if on_gpu:  # a GPU reduction over a padded length sums in another order: last-bit differences
-            np.testing.assert_allclose(pooled, alone_pooled, rtol=1e-6, atol=0)
+        if on_gpu:  # a GPU reduction over a padded length sums in another order: float32 rounding differences
+            np.testing.assert_allclose(pooled, alone_pooled, rtol=1e-5, atol=1e-6)
         else:
             assert pooled.tobytes() == alone_pooled.tobytes()
     cfg = batch_server.json("GET", "/v2/models/pool/config")[1]

@@ -3,6 +3,7 @@ instance's batch cap drops so later batches fit, it rises again after successful
 fit even alone gets a 503 naming the model, and cinfer_oom_retries_total counts the events. On a CPU the OOM is
 injected (CINFER_SERVE_FAULTS rule oom_above, re-read from a file so one server run sees it switched on and off);
 on a GPU a tight allocator limit (--cuda-memory-limit) gives a real one, and --probe-max-batch is checked."""
+import os
 import re
 import threading
 
@@ -195,14 +196,20 @@ instance_group [ {{ kind: KIND_GPU, count: 1, gpus: [ 0 ] }} ]
 
 
 def test_real_gpu_oom_under_a_tight_limit(tmp_path, start_server):
-    """A real OOM: 256 MiB of weights under a 400 MiB allocator cap. Each request is 64 rows (16 KiB per row per
-    activation); 48 concurrent requests let the batch grow to 3072 rows, more than fits: the execution runs out of
-    memory, is split and retried, every request succeeds, and the cap drops below the batch that failed."""
+    """A real OOM: 256 MiB of weights (plus a 32 MiB workspace) under a 360 MiB allocator cap leave about 40 MiB
+    for a run, about 640 rows (64 KiB per row: two activations and the io). Each request is 64 rows; the instance is
+    slowed (test switch) so that while one execution sleeps the 48 clients queue far more than 640 rows: the next
+    execution runs out of memory, is split and retried, every request succeeds, and the cap drops below the batch
+    that failed. (Measured on the H200: without the slowdown requests arrived too slowly to batch past the cap.)"""
     _gpu_or_skip()
     width, rows, clients = 4096, 64, 48
     repo = tmp_path / "models"
     write_model(repo, "big", {1: big_model(width)}, gpu_config(width))
-    s = start_server(repo, "--cuda-memory-limit", str(400 << 20))
+    os.environ["CINFER_SERVE_TEST_SLOW_INSTANCE"] = "big:0:300"
+    try:
+        s = start_server(repo, "--cuda-memory-limit", str(360 << 20))
+    finally:
+        del os.environ["CINFER_SERVE_TEST_SLOW_INSTANCE"]
     failures, lock = [], threading.Lock()
 
     def work(t):
@@ -224,17 +231,18 @@ def test_real_gpu_oom_under_a_tight_limit(tmp_path, start_server):
     assert inst["batch_cap"] < clients * rows, inst
     assert metric(s.metrics(), "cinfer_oom_retries_total", model="big", version="1") == inst["oom_events"]
     logs = s.logs()
-    assert "allocator on cuda:0: allocated" in logs and "limit 419430400 B" in logs, logs
+    assert "allocator on cuda:0: allocated" in logs and f"limit {360 << 20} B" in logs, logs
 
 
 def test_probe_max_batch_on_gpu(tmp_path, start_server):
-    """--probe-max-batch under a 400 MiB cap: a batch between 1 and max_batch_size, logged, in the statistics,
-    and the instance's batch cap."""
+    """--probe-max-batch under a 900 MiB cap: 320 MiB in use and 20% headroom leave about 400 MiB, about 6400 rows
+    of 64 KiB: a batch between 1 and max_batch_size (8192), logged, in the statistics, and the instance's batch cap.
+    (A 400 MiB cap, tried first on the H200, left no room at all once weights and workspace were in.)"""
     _gpu_or_skip()
     width = 4096
     repo = tmp_path / "models"
     write_model(repo, "big", {1: big_model(width)}, gpu_config(width))
-    s = start_server(repo, "--cuda-memory-limit", str(400 << 20), "--probe-max-batch")
+    s = start_server(repo, "--cuda-memory-limit", str(900 << 20), "--probe-max-batch")
     m = re.search(r"--probe-max-batch: the largest batch that fits with 20% headroom is (\d+)", s.logs())
     assert m, s.logs()
     inst = stats(s, "big")["instance_stats"][0]
