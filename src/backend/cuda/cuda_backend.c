@@ -221,8 +221,7 @@ static cinfer_status cuda_synchronize(backend *b) {
 }
 
 static cinfer_status cuda_run_node(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    cuda_backend_ctx *c = b->context;
-    CINFER_TRY(use_device(c));
+    cuda_backend_ctx *c = b->context; /* begin_run checked the device and made it current for this run */
     const cuda_kernel *k = kernel_for(n);
     if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CUDA kernel", n->op_type, n->name);
     nvtxRangePushA(n->name);

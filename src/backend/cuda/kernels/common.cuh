@@ -57,47 +57,42 @@ __device__ __forceinline__ int64_t broadcast_offset(const cuda_broadcast &bc, in
 
 }  // namespace cinfer_cuda
 
-// Dtype dispatch: runs BODY with T bound to the element type of DTYPE; unknown types fall to DEFAULT.
-// Usage: CUDA_DISPATCH_ALL(dtype, T, { launch<T>(...); }, return cudaErrorInvalidValue;)
+// Dtype dispatch: runs BODY with the type name `T` bound to the element type of DTYPE; unknown types fall to
+// DEFAULT. BODY must not contain unparenthesised commas (a <<<grid, block>>> launch has them): wrap a launch in a
+// small template function. Usage: CUDA_DISPATCH_FLOATS(dtype, T, return launch<T>(args), return cudaErrorInvalidValue)
 #define CUDA_DTYPE_CASE(ENUM, TYPE, BODY)                                                                 \
     case ENUM: {                                                                                          \
         using T = TYPE;                                                                                   \
         BODY;                                                                                             \
     } break;
+#define CUDA_FLOAT_CASES(BODY)                                                                            \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT, float, BODY)                                                      \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_DOUBLE, double, BODY)                                                    \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT16, __half, BODY)                                                   \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_BFLOAT16, __nv_bfloat16, BODY)
+#define CUDA_INT_CASES(BODY)                                                                              \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_INT8, int8_t, BODY)                                                      \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_INT16, int16_t, BODY)                                                    \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_INT32, int32_t, BODY)                                                    \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_INT64, int64_t, BODY)                                                    \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_UINT8, uint8_t, BODY)                                                    \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_UINT16, uint16_t, BODY)                                                  \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_UINT32, uint32_t, BODY)                                                  \
+    CUDA_DTYPE_CASE(CINFER_DTYPE_UINT64, uint64_t, BODY)
 #define CUDA_DISPATCH_FLOATS(DTYPE, T, BODY, DEFAULT)                                                     \
     switch (DTYPE) {                                                                                      \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT, float, BODY)                                                  \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_DOUBLE, double, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT16, __half, BODY)                                               \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_BFLOAT16, __nv_bfloat16, BODY)                                       \
+        CUDA_FLOAT_CASES(BODY)                                                                            \
     default: DEFAULT;                                                                                     \
     }
 #define CUDA_DISPATCH_INTS(DTYPE, T, BODY, DEFAULT)                                                       \
     switch (DTYPE) {                                                                                      \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT8, int8_t, BODY)                                                  \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT16, int16_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT32, int32_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT64, int64_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT8, uint8_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT16, uint16_t, BODY)                                              \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT32, uint32_t, BODY)                                              \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT64, uint64_t, BODY)                                              \
+        CUDA_INT_CASES(BODY)                                                                              \
     default: DEFAULT;                                                                                     \
     }
 #define CUDA_DISPATCH_NUMERIC(DTYPE, T, BODY, DEFAULT)                                                    \
     switch (DTYPE) {                                                                                      \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT, float, BODY)                                                  \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_DOUBLE, double, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT16, __half, BODY)                                               \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_BFLOAT16, __nv_bfloat16, BODY)                                       \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT8, int8_t, BODY)                                                  \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT16, int16_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT32, int32_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_INT64, int64_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT8, uint8_t, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT16, uint16_t, BODY)                                              \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT32, uint32_t, BODY)                                              \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_UINT64, uint64_t, BODY)                                              \
+        CUDA_FLOAT_CASES(BODY)                                                                            \
+        CUDA_INT_CASES(BODY)                                                                              \
     default: DEFAULT;                                                                                     \
     }
 // Element size only (data movement: Transpose, Gather, Concat, ...): T is an unsigned integer of that width.
