@@ -17,14 +17,18 @@ static void usage(FILE *f) {
             "cinfer %s: ONNX inference engine\n"
             "usage:\n"
             "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu|cuda[:N]] [--threads N]\n"
+            "             [--precision fp32|tf32|fp16|bf16] [--deterministic]\n"
             "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
             "  cinfer ops\n"
             "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu|cuda[:N]]\n"
             "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...] [--profile]\n"
+            "               [--precision fp32|tf32|fp16|bf16] [--deterministic]\n"
             "  cinfer gpus                 list the CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies)\n"
             "  cinfer version\n"
             "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
-            "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n",
+            "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n"
+            "--precision: fp32 (default, TF32 off), tf32 (TF32 tensor cores on GPUs), fp16/bf16 (weights converted\n"
+            "once; inputs and outputs keep the model's dtypes). --deterministic: bitwise identical results run to run.\n",
             cinfer_version());
 }
 
@@ -42,8 +46,9 @@ typedef struct cli_options {
     const char *output_dir;
     const char *device;
     const char *threads;
+    const char *precision;
     long batch, iters, warmup, int_high;
-    bool profile;
+    bool profile, deterministic;
 } cli_options;
 
 /* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
@@ -57,8 +62,9 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--profile") == 0) {
-            o->profile = true;
+        if (strcmp(a, "--profile") == 0 || strcmp(a, "--deterministic") == 0) {
+            if (a[2] == 'p') o->profile = true;
+            else o->deterministic = true;
             continue;
         }
         bool takes_value = strncmp(a, "--", 2) == 0;
@@ -79,6 +85,8 @@ static int parse_options(int argc, char **argv, cli_options *o) {
             o->device = v;
         } else if (strcmp(a, "--threads") == 0) {
             o->threads = v;
+        } else if (strcmp(a, "--precision") == 0) {
+            o->precision = v;
         } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
                    strcmp(a, "--int-high") == 0) {
             long n = strtol(v, &end, 10);
@@ -113,8 +121,16 @@ static int open_model(const cli_options *o, cinfer_model **model, cinfer_session
         return 2;
     }
     if (cinfer_model_load(o->model_path, model) != CINFER_OK) return fail("load");
-    const char *keys[2], *vals[2];
+    const char *keys[4], *vals[4];
     size_t num_options = 0;
+    if (o->precision) {
+        keys[num_options] = "precision";
+        vals[num_options++] = o->precision;
+    }
+    if (o->deterministic) {
+        keys[num_options] = "deterministic";
+        vals[num_options++] = "1";
+    }
     if (o->threads) {
         keys[num_options] = "threads";
         vals[num_options++] = o->threads;
@@ -489,7 +505,8 @@ static int cmd_bench(const cli_options *o) {
     for (long i = 0; i < o->iters; i++) total += times[i];
     qsort(times, (size_t)o->iters, sizeof(double), compare_double);
 #define PCT(p) times[(size_t)fmin((double)(o->iters - 1), floor((p) / 100.0 * (double)o->iters))]
-    printf("model: %s  device: %s  batch: %ld  iters: %ld  threads: %s\n", o->model_path, o->device, o->batch, o->iters,
+    printf("model: %s  device: %s  precision: %s%s  batch: %ld  iters: %ld  threads: %s\n", o->model_path, o->device,
+           o->precision ? o->precision : "fp32", o->deterministic ? " (deterministic)" : "", o->batch, o->iters,
            o->threads ? o->threads : "all");
     printf("%-10s %10s %10s %10s %10s %10s %14s\n", "", "mean ms", "p50 ms", "p90 ms", "p99 ms", "min ms", "items/s");
     printf("%-10s %10.3f %10.3f %10.3f %10.3f %10.3f %14.1f\n", "latency", total / (double)o->iters, PCT(50), PCT(90),

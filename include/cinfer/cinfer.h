@@ -168,6 +168,12 @@ cinfer_status cinfer_cuda_empty_cache(int device);
 /* ---- sessions ---- */
 /* Creates a session running `model` on `device`: "cpu", or "cuda" / "cuda:N" (CUDA device N, default 0).
  * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores);
+ * "precision" = fp32 (default; TF32 off) | tf32 (float32 data, TF32 tensor-core GEMMs and convolutions on GPUs;
+ * the same as fp32 on the CPU) | fp16 | bf16 (weights converted once per model, float32 inputs cast down on entry
+ * and outputs cast back up, so callers keep the model's dtypes; softmax, normalisations and reductions
+ * accumulate in float32);
+ * "deterministic" = "1": only algorithms whose results are bitwise identical run to run (GPU: deterministic
+ * cuDNN algorithms, no split reductions with atomics; the CPU backend always is);
  * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);
  * "guard_bytes" = N (debugging, used by the differential op tests): every intermediate and output gets its own
  * block with N guard bytes around it, filled with a pattern and checked after each run, so an out-of-bounds
@@ -215,6 +221,19 @@ typedef struct cinfer_run_stats {
     uint64_t device_to_host_bytes;
 } cinfer_run_stats;
 cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
+
+/* Device-resident io: inputs and outputs already in the session's memory (CUDA device pointers on the session's
+ * device; host pointers for "cpu"), so nothing crosses PCIe. outputs[i] describe what the model produces for
+ * these inputs (dtype, ndim, dims: cinfer_session_output_info fills them) and point to enough memory. The work is
+ * queued on `stream` (a cudaStream_t; NULL = the legacy default stream): the session's work starts after what is
+ * already queued there, and later work on `stream` sees the outputs. The call returns without waiting for the
+ * GPU (the CPU backend runs synchronously). Inputs whose values decide shapes need cinfer_session_run. */
+cinfer_status cinfer_session_run_device(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                        cinfer_tensor *outputs, size_t num_outputs, void *stream);
+/* Output names, dtypes and shapes (data left NULL) for these input shapes; plans if needed. Input data may be
+ * NULL. */
+cinfer_status cinfer_session_output_info(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                         cinfer_tensor *outputs, size_t num_outputs);
 
 /* Releases output data allocated by cinfer_session_run and clears t->data. */
 void cinfer_tensor_free_data(cinfer_tensor *t);

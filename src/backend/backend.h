@@ -26,6 +26,12 @@ struct backend_i {
      * copy_to_host completes at the next synchronize. */
     cinfer_status (*copy_to_device)(backend *b, void *dst, const void *src, size_t bytes);
     cinfer_status (*copy_to_host)(backend *b, void *dst, const void *src, size_t bytes);
+    /* Device backends: a copy within the device's memory, queued on the session's stream. */
+    cinfer_status (*copy_on_device)(backend *b, void *dst, const void *src, size_t bytes);
+    /* Device backends: orders the session's stream against a caller's (a cudaStream_t; NULL = the legacy default
+     * stream): session_waits = true makes the session's next work wait for what is queued on `stream` so far;
+     * false makes `stream`'s next work wait for what the session queued so far. Neither blocks the host. */
+    cinfer_status (*join_stream)(backend *b, void *stream, bool session_waits);
     /* Runs one node on tensors whose data lives in this backend's memory; shapes are already inferred. */
     cinfer_status (*run_node)(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
     /* Waits for queued work (NULL for synchronous backends); completes pending copy_to_host copies. */

@@ -9,12 +9,14 @@
 
 #include "backend/backend.h"
 
-#define CUDA_MODULE_ABI 1
+#define CUDA_MODULE_ABI 2
 #define CUDA_MODULE_ENTRY "cinfer_cuda_module"
 
 /* Session-level choices the runtime passes to a CUDA backend. */
 typedef struct cuda_backend_options {
     int device;                /* ordinal as this process sees it (CUDA_VISIBLE_DEVICES applied) */
+    bool allow_tf32;           /* float32 GEMMs and convolutions may use TF32 tensor cores (precision "tf32") */
+    bool deterministic;        /* only algorithms that give bitwise identical results run to run */
 } cuda_backend_options;
 
 typedef struct cuda_module_api {

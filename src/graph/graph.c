@@ -53,6 +53,91 @@ void graph_free(graph *g) {
     free(g);
 }
 
+static char *dup_or_null(const char *s, bool *ok) {
+    if (!s) return NULL;
+    char *d = strdup(s);
+    if (!d) *ok = false;
+    return d;
+}
+
+static void *dup_bytes(const void *src, size_t bytes, bool aligned, bool *ok) {
+    if (!src) return NULL;
+    void *d = aligned ? core_aligned_alloc(bytes) : malloc(bytes ? bytes : 1);
+    if (!d) {
+        *ok = false;
+        return NULL;
+    }
+    if (bytes) memcpy(d, src, bytes);
+    return d;
+}
+
+static void attr_copy(graph_attr *dst, const graph_attr *src, bool *ok) {
+    *dst = *src;
+    dst->name = dup_or_null(src->name, ok);
+    dst->s = src->s ? dup_bytes(src->s, src->n + 1, false, ok) : NULL;
+    dst->floats = dup_bytes(src->floats, sizeof(float) * src->n, false, ok);
+    dst->ints = dup_bytes(src->ints, sizeof(int64_t) * src->n, false, ok);
+    dst->strings = NULL;
+    if (src->strings) {
+        dst->strings = calloc(src->n ? src->n : 1, sizeof(char *));
+        if (!dst->strings) *ok = false;
+        else
+            for (size_t i = 0; i < src->n; i++) dst->strings[i] = dup_or_null(src->strings[i], ok);
+    }
+    dst->t.data = dup_bytes(src->t.data, tensor_nbytes(&src->t), true, ok);
+}
+
+graph *graph_clone(const graph *src) {
+    graph *g = graph_create();
+    if (!g) return NULL;
+    bool ok = true;
+    g->opset = src->opset;
+    g->name = dup_or_null(src->name, &ok);
+    g->base_dir = dup_or_null(src->base_dir, &ok);
+    g->num_nodes_original = src->num_nodes_original;
+    g->values = calloc((size_t)(src->num_values ? src->num_values : 1), sizeof *g->values);
+    g->nodes = calloc((size_t)(src->num_nodes ? src->num_nodes : 1), sizeof *g->nodes);
+    g->inputs = dup_bytes(src->inputs, sizeof(int) * (size_t)src->num_inputs, false, &ok);
+    g->outputs = dup_bytes(src->outputs, sizeof(int) * (size_t)src->num_outputs, false, &ok);
+    if (!g->values || !g->nodes) ok = false;
+    if (!ok) {
+        graph_free(g);
+        return NULL;
+    }
+    g->cap_values = src->num_values ? src->num_values : 1;
+    g->cap_nodes = src->num_nodes ? src->num_nodes : 1;
+    g->num_inputs = src->num_inputs;
+    g->num_outputs = src->num_outputs;
+    for (int v = 0; v < src->num_values; v++, g->num_values++) {
+        const graph_value *s = &src->values[v];
+        graph_value *d = &g->values[v];
+        *d = *s;
+        d->name = dup_or_null(s->name, &ok);
+        for (int k = 0; k < CINFER_MAX_DIMS; k++) d->dim_names[k] = dup_or_null(s->dim_names[k], &ok);
+        d->constant.data = s->kind == VALUE_CONSTANT ? dup_bytes(s->constant.data, tensor_nbytes(&s->constant), true, &ok)
+                                                     : NULL;
+    }
+    for (int i = 0; i < src->num_nodes; i++, g->num_nodes++) {
+        const graph_node *s = &src->nodes[i];
+        graph_node *d = &g->nodes[i];
+        *d = *s;
+        d->name = dup_or_null(s->name, &ok);
+        d->op_type = dup_or_null(s->op_type, &ok);
+        d->domain = dup_or_null(s->domain, &ok);
+        d->inputs = dup_bytes(s->inputs, sizeof(int) * (size_t)s->num_inputs, false, &ok);
+        d->outputs = dup_bytes(s->outputs, sizeof(int) * (size_t)s->num_outputs, false, &ok);
+        d->attrs = s->num_attrs ? calloc((size_t)s->num_attrs, sizeof *d->attrs) : NULL;
+        d->num_attrs = 0;
+        if (s->num_attrs && !d->attrs) ok = false;
+        for (int a = 0; d->attrs && a < s->num_attrs; a++, d->num_attrs++) attr_copy(&d->attrs[a], &s->attrs[a], &ok);
+    }
+    if (!ok || !graph_reindex_values(g)) {
+        graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
 /* FNV-1a: names are short; a simple hash keeps lookups O(1) so loading stays linear in the model size. */
 static uint32_t name_hash(const char *name) {
     uint32_t h = 2166136261u;

@@ -92,6 +92,8 @@ typedef struct graph {
 /* ---- construction (used by the loader and passes) ---- */
 graph *graph_create(void);
 void graph_free(graph *g);
+/* A deep copy (values, constants, nodes, attributes); NULL on OOM. */
+graph *graph_clone(const graph *src);
 /* Returns the index of the value named `name`, creating an intermediate value if absent. -1 on OOM. */
 int graph_intern_value(graph *g, const char *name);
 int graph_find_value(const graph *g, const char *name);
@@ -121,6 +123,13 @@ cinfer_status graph_bind_schemas(graph *g);
 /* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding,
  * dead-node removal; then marks the host-evaluated shape subgraphs. */
 cinfer_status graph_optimize(graph *g);
+/* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize
+ * does it; passes that add nodes afterwards call it again). */
+void graph_mark_host_values(graph *g);
+/* Converts a float32 model to run in float16 or bfloat16 (`half`), in place (precision.c): float constants are
+ * converted once (saturating to the type's finite range), float model inputs are cast down after entry and float
+ * outputs cast back up, so callers keep the model's dtypes; shape-deciding values stay as they are. */
+cinfer_status graph_convert_precision(graph *g, cinfer_dtype half);
 /* Deletes nodes marked removed and values nothing refers to. */
 void graph_compact(graph *g);
 /* Rebuilds the name index after values were moved or renumbered. Returns false on OOM. */

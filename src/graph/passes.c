@@ -475,6 +475,8 @@ static void mark_value_needed(graph *g) {
     }
 }
 
+void graph_mark_host_values(graph *g) { mark_value_needed(g); }
+
 cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(remove_identities(g));
     CINFER_TRY(fold_constants(g));

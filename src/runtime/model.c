@@ -49,6 +49,7 @@ cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, cons
     }
     if (st == CINFER_OK) {
         m->graph = g;
+        pthread_mutex_init(&m->precision_lock, NULL);
         st = build_stats(m);
         if (st != CINFER_OK) {
             cinfer_model_free(m);
@@ -98,6 +99,8 @@ cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
 void cinfer_model_free(cinfer_model *model) {
     if (!model) return;
     graph_free(model->graph);
+    for (int i = 0; i < 2; i++) graph_free(model->half_graphs[i]);
+    pthread_mutex_destroy(&model->precision_lock);
     free(model->op_counts);
     free(model);
 }
@@ -155,4 +158,25 @@ cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char
     if (op_type) *op_type = s->op_type;
     if (backends) *backends = backend_cpu_has_op(s->op_type) ? "cpu" : "";
     return CINFER_OK;
+}
+
+cinfer_status model_graph_for_precision(const cinfer_model *model, cinfer_dtype compute, const graph **out) {
+    if (compute == CINFER_DTYPE_FLOAT) {
+        *out = model->graph;
+        return CINFER_OK;
+    }
+    cinfer_model *m = (cinfer_model *)model; /* the cache is the only state a loaded model changes */
+    int slot = compute == CINFER_DTYPE_FLOAT16 ? 0 : 1;
+    cinfer_status st = CINFER_OK;
+    pthread_mutex_lock(&m->precision_lock);
+    if (!m->half_graphs[slot]) {
+        graph *g = graph_clone(m->graph);
+        st = g ? graph_convert_precision(g, compute)
+               : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
+        if (st == CINFER_OK) m->half_graphs[slot] = g;
+        else graph_free(g);
+    }
+    *out = m->half_graphs[slot];
+    pthread_mutex_unlock(&m->precision_lock);
+    return st;
 }

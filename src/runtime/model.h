@@ -2,6 +2,8 @@
 #ifndef CINFER_RUNTIME_MODEL_H
 #define CINFER_RUNTIME_MODEL_H
 
+#include <pthread.h>
+
 #include "graph/graph.h"
 
 typedef struct op_count {
@@ -14,6 +16,13 @@ struct cinfer_model {
     cinfer_model_stats stats;
     op_count *op_counts;
     size_t num_op_counts;
+    /* Half-precision copies of the graph (float16, bfloat16), made on first use by a session that asks for them. */
+    pthread_mutex_t precision_lock;
+    graph *half_graphs[2];
 };
+
+/* The graph sessions of compute type `compute` run: the model's own for float32, else its converted copy
+ * (made once, then shared). */
+cinfer_status model_graph_for_precision(const cinfer_model *model, cinfer_dtype compute, const graph **out);
 
 #endif

@@ -19,6 +19,25 @@
 
 #define PLAN_CACHE_SIZE 8
 
+/* Session option "precision": fp32 (default, TF32 off), tf32 (float32 storage, TF32 tensor-core GEMMs and
+ * convolutions on GPUs), fp16 / bf16 (the model's half-precision copy; see graph/precision.c). */
+typedef enum session_precision {
+    PRECISION_FP32,
+    PRECISION_TF32,
+    PRECISION_FP16,
+    PRECISION_BF16,
+} session_precision;
+
+static bool precision_parse(const char *name, session_precision *out) {
+    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (session_precision)i;
+            return true;
+        }
+    return false;
+}
+
 typedef struct plan {
     unsigned char *signature;
     size_t signature_len;
@@ -37,6 +56,7 @@ typedef struct plan {
 
 struct cinfer_session {
     const cinfer_model *model;
+    const graph *graph;      /* what runs: the model's graph, or its half-precision copy (option "precision") */
     backend *backend;
     plan *plans[PLAN_CACHE_SIZE];
     uint64_t clock;
@@ -62,7 +82,7 @@ static double monotonic_seconds(void) {
 static void plan_free(cinfer_session *s, plan *p) {
     if (!p) return;
     if (p->host_owned)
-        for (int v = 0; v < s->model->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
+        for (int v = 0; v < s->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
     if (p->arena) s->backend->iface->release(s->backend, p->arena);
     if (p->io_block) s->backend->iface->release(s->backend, p->io_block);
     free(p->signature);
@@ -84,7 +104,7 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
 
 static cinfer_status check_capacity(cinfer_session *s, long max_batch, const char *const *dim_keys,
                                     const char *const *dim_values, size_t num_dims) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     backend *b = s->backend;
     if (!b->iface->device_memory) return CINFER_OK; /* host memory: nothing to plan against */
     if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
@@ -139,7 +159,7 @@ static cinfer_status check_capacity(cinfer_session *s, long max_batch, const cha
 /* Every node that runs on the backend (not the host-evaluated shape nodes) must have a kernel there; names
  * every missing op with its first node at once. */
 static cinfer_status check_backend_ops(cinfer_session *s) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     char missing[1024];
     size_t used = 0;
     int count = 0;
@@ -168,7 +188,8 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
     int threads = 0;
-    bool profile = false;
+    bool profile = false, deterministic = false;
+    session_precision precision = PRECISION_FP32;
     long guard_bytes = 0, max_batch = 0;
     const char *dim_keys[64], *dim_values[64];
     size_t num_dims = 0;
@@ -184,6 +205,13 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'profile': '%s' is not 0 or 1", v);
             profile = v[0] == '1';
+        } else if (strcmp(k, "precision") == 0) {
+            if (!precision_parse(v, &precision))
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'precision': '%s' is not fp32, tf32, fp16 or bf16", v);
+        } else if (strcmp(k, "deterministic") == 0) {
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'deterministic': '%s' is not 0 or 1", v);
+            deterministic = v[0] == '1';
         } else if (strcmp(k, "max_batch") == 0) {
             char *end;
             max_batch = strtol(v, &end, 10);
@@ -202,7 +230,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, profile, guard_bytes, max_batch, dim.NAME)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, profile, guard_bytes, max_batch, dim.NAME)", k);
         }
     }
     int cuda_ordinal = -1;
@@ -212,14 +240,21 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "device '%s' is not known (devices: cpu, cuda, cuda:N)", device);
         if (!valid) return core_error(CINFER_ERR_INVALID_ARGUMENT, "device '%s': expected cuda or cuda:N with N >= 0", device);
     }
+    const graph *run_graph;
+    cinfer_dtype compute = precision == PRECISION_FP16   ? CINFER_DTYPE_FLOAT16
+                           : precision == PRECISION_BF16 ? CINFER_DTYPE_BFLOAT16
+                                                                : CINFER_DTYPE_FLOAT;
+    CINFER_TRY(model_graph_for_precision(model, compute, &run_graph));
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
+    s->graph = run_graph;
+
     pthread_mutex_init(&s->lock, NULL);
     s->profile = profile;
     s->guard_bytes = (size_t)guard_bytes;
     if (profile) {
-        size_t count = (size_t)(model->graph->num_nodes ? model->graph->num_nodes : 1);
+        size_t count = (size_t)(run_graph->num_nodes ? run_graph->num_nodes : 1);
         s->node_seconds = calloc(count, sizeof(double));
         s->node_calls = calloc(count, sizeof(uint64_t));
         if (!s->node_seconds || !s->node_calls) {
@@ -232,8 +267,9 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     cinfer_status st;
     if (cuda_ordinal >= 0) {
         const cuda_module_api *m = device_cuda_module();
-        cuda_backend_options opt = {.device = cuda_ordinal};
-        st = m ? m->backend_create(&opt, model->graph, &s->backend) : CINFER_ERR_UNSUPPORTED;
+        cuda_backend_options opt = {.device = cuda_ordinal, .allow_tf32 = precision == PRECISION_TF32,
+                                    .deterministic = deterministic};
+        st = m ? m->backend_create(&opt, run_graph, &s->backend) : CINFER_ERR_UNSUPPORTED;
         if (st != CINFER_OK) core_error_prefix(st, "device '%s': ", device);
     } else {
         st = backend_cpu_create(threads, &s->backend);
@@ -341,7 +377,7 @@ static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, si
 /* Signature: each input's dims, plus the bytes of inputs whose values decide shapes (bind_inputs made sure
  * those have data). Written into the session's reusable buffer: a run allocates nothing to look up its plan. */
 static cinfer_status make_signature(cinfer_session *s, const cinfer_tensor **bound, size_t *out_len) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     size_t len = 0;
     for (int i = 0; i < g->num_inputs; i++) {
         len += sizeof(int) + sizeof(int64_t) * (size_t)bound[i]->ndim;
@@ -378,7 +414,7 @@ static size_t align_io(size_t n) { return (n + 255) & ~(size_t)255; }
  * Every value the host knows keeps its host copy in host_data (kernels read parameters there; outputs that are
  * host-known are copied from there). */
 static cinfer_status bind_device_values(cinfer_session *s, plan *p) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     backend *b = s->backend;
     int nv = g->num_values;
     bool *read_on_device = calloc((size_t)(nv ? nv : 1), sizeof(bool));
@@ -435,7 +471,7 @@ done:
 /* dry: shapes and offsets only (capacity planning); no memory is taken on the backend. */
 static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
                                 size_t signature_len, bool dry, plan **out) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     int nv = g->num_values;
     plan *p = calloc(1, sizeof *p);
     bool *in_arena = NULL;
@@ -609,7 +645,7 @@ cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_t
 static cinfer_status plan_memory_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                         size_t *arena_bytes) {
     if (!session || !arena_bytes) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_plan_memory: NULL argument");
-    const graph *g = session->model->graph;
+    const graph *g = session->graph;
     const cinfer_tensor *bound[256];
     if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
     CINFER_TRY(bind_inputs(g, inputs, num_inputs, false, bound));
@@ -638,7 +674,7 @@ static cinfer_status guard_fill(cinfer_session *s, plan *p) {
 
 /* After the run: every arena byte outside the values' own bytes must still hold the pattern. */
 static cinfer_status guard_check(cinfer_session *s, plan *p) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     backend *b = s->backend;
     CINFER_TRY(b->iface->copy_to_host(b, s->guard_host, p->arena, p->arena_bytes));
     if (b->iface->synchronize) CINFER_TRY(b->iface->synchronize(b));
@@ -667,7 +703,7 @@ static cinfer_status guard_check(cinfer_session *s, plan *p) {
 /* Host backends read caller inputs in place; kernels load whole elements, so an input whose data is not aligned
  * to its element size (a binary tensor right after a JSON header, say) is first copied to an aligned buffer. */
 static cinfer_status bind_host_inputs(cinfer_session *s, plan *p, const cinfer_tensor **bound) {
-    const graph *g = s->model->graph;
+    const graph *g = s->graph;
     size_t misaligned_bytes = 0;
     for (int i = 0; i < g->num_inputs; i++) {
         size_t es = cinfer_dtype_size(bound[i]->dtype);
@@ -698,7 +734,7 @@ static cinfer_status bind_host_inputs(cinfer_session *s, plan *p, const cinfer_t
 
 /* Runs the plan's backend nodes in order. */
 static cinfer_status run_nodes(cinfer_session *session, plan *p) {
-    const graph *g = session->model->graph;
+    const graph *g = session->graph;
     backend *b = session->backend;
     if (session->guard_bytes) CINFER_TRY(guard_fill(session, p));
     for (int i = 0; i < g->num_nodes; i++) {
@@ -725,14 +761,19 @@ static cinfer_status run_nodes(cinfer_session *session, plan *p) {
     return CINFER_OK;
 }
 
-/* Device backends: inputs up, nodes, produced outputs down; host-known outputs come from their host copies. */
-static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfer_tensor **bound, cinfer_tensor *outputs) {
-    const graph *g = session->model->graph;
+/* Device backends: inputs in, nodes, produced outputs out; host-known outputs come from their host copies.
+ * Caller buffers are host memory (copies through pinned staging, then a wait for the stream) or, for
+ * cinfer_session_run_device, device memory (device-to-device copies, nothing waited for). */
+static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfer_tensor **bound, cinfer_tensor *outputs,
+                                   bool caller_on_device) {
+    const graph *g = session->graph;
     backend *b = session->backend;
+    cinfer_status (*copy_in)(backend *, void *, const void *, size_t) =
+        caller_on_device ? b->iface->copy_on_device : b->iface->copy_to_device;
     for (int i = 0; i < g->num_inputs; i++) {
         const tensor *t = &p->values[g->inputs[i]];
         if (g->values[g->inputs[i]].value_needed || !t->data) continue;
-        CINFER_TRY(b->iface->copy_to_device(b, t->data, bound[i]->data, tensor_nbytes(t)));
+        CINFER_TRY(copy_in(b, t->data, bound[i]->data, tensor_nbytes(t)));
     }
     CINFER_TRY(run_nodes(session, p));
     for (int k = 0; k < g->num_outputs; k++) {
@@ -741,16 +782,50 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
         size_t nb = tensor_nbytes(t);
         if (!nb) continue;
         const graph_value *gv = &g->values[v];
+        const void *host_src = t->host_data;
         if (gv->producer >= 0 && p->node_runs[gv->producer]) {
-            CINFER_TRY(b->iface->copy_to_host(b, outputs[k].data, t->data, nb));
-        } else if (t->host_data) {
-            memcpy(outputs[k].data, t->host_data, nb);
-        } else {
-            for (int i = 0; i < g->num_inputs; i++)
-                if (g->inputs[i] == v) memcpy(outputs[k].data, bound[i]->data, nb);
+            CINFER_TRY(caller_on_device ? b->iface->copy_on_device(b, outputs[k].data, t->data, nb)
+                                        : b->iface->copy_to_host(b, outputs[k].data, t->data, nb));
+            continue;
+        }
+        for (int i = 0; i < g->num_inputs && !host_src; i++)
+            if (g->inputs[i] == v) {
+                if (caller_on_device) CINFER_TRY(b->iface->copy_on_device(b, outputs[k].data, bound[i]->data, nb));
+                else memcpy(outputs[k].data, bound[i]->data, nb);
+            }
+        if (host_src) {
+            if (caller_on_device) CINFER_TRY(b->iface->copy_to_device(b, outputs[k].data, host_src, nb));
+            else memcpy(outputs[k].data, host_src, nb);
         }
     }
-    return b->iface->synchronize(b);
+    return caller_on_device ? CINFER_OK : b->iface->synchronize(b);
+}
+
+/* Host backends: caller inputs are read in place (bind_host_inputs), produced outputs written straight into the
+ * caller's buffers (first listing wins); outputs that are inputs, constants, host values or repeated are copied. */
+static cinfer_status run_on_host(cinfer_session *session, plan *p, cinfer_tensor *outputs) {
+    const graph *g = session->graph;
+    backend *b = session->backend;
+    bool produced_direct[256] = {0};
+    for (int k = 0; k < g->num_outputs; k++) {
+        int v = g->outputs[k];
+        bool first = true;
+        for (int j = 0; j < k; j++) first = first && g->outputs[j] != v;
+        if (first && !session->guard_bytes && g->values[v].producer >= 0 && p->node_runs[g->values[v].producer]) {
+            p->values[v].data = outputs[k].data;
+            produced_direct[k] = true;
+        }
+    }
+    cinfer_status st = run_nodes(session, p);
+    if (st == CINFER_OK && b->iface->synchronize) st = b->iface->synchronize(b);
+    if (b->iface->end_run) b->iface->end_run(b);
+    CINFER_TRY(st);
+    for (int k = 0; k < g->num_outputs; k++) {
+        if (produced_direct[k]) continue;
+        const tensor *t = &p->values[g->outputs[k]];
+        if (tensor_nbytes(t)) memcpy(outputs[k].data, t->data, tensor_nbytes(t));
+    }
+    return CINFER_OK;
 }
 
 cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
@@ -766,7 +841,7 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
                                         cinfer_tensor *outputs, size_t num_outputs) {
     if (!session || (!inputs && num_inputs) || (!outputs && num_outputs))
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: NULL argument");
-    const graph *g = session->model->graph;
+    const graph *g = session->graph;
     if (num_outputs != (size_t)g->num_outputs)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: room for %zu outputs given, the model has %d",
                           num_outputs, g->num_outputs);
@@ -801,33 +876,14 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
         if (st != CINFER_OK) goto fail;
     }
     if (on_device) {
-        st = run_on_device(session, p, bound, outputs);
+        st = run_on_device(session, p, bound, outputs, false);
         if (st != CINFER_OK && b->iface->synchronize) b->iface->synchronize(b); /* drain before the buffers go */
         if (b->iface->end_run) b->iface->end_run(b);
         if (st != CINFER_OK) goto fail;
         return CINFER_OK;
     }
-    /* a produced output is written straight into the caller's buffer (first listing wins) */
-    bool produced_direct[256] = {0};
-    for (int k = 0; k < g->num_outputs; k++) {
-        int v = g->outputs[k];
-        bool first = true;
-        for (int j = 0; j < k; j++) first = first && g->outputs[j] != v;
-        if (first && !session->guard_bytes && g->values[v].producer >= 0 && p->node_runs[g->values[v].producer]) {
-            p->values[v].data = outputs[k].data;
-            produced_direct[k] = true;
-        }
-    }
-    st = run_nodes(session, p);
-    if (st == CINFER_OK && b->iface->synchronize) st = b->iface->synchronize(b);
-    if (b->iface->end_run) b->iface->end_run(b);
+    st = run_on_host(session, p, outputs);
     if (st != CINFER_OK) goto fail;
-    /* outputs that are inputs, constants, host values or repeated: copy */
-    for (int k = 0; k < g->num_outputs; k++) {
-        if (produced_direct[k]) continue;
-        const tensor *t = &p->values[g->outputs[k]];
-        if (tensor_nbytes(t)) memcpy(outputs[k].data, t->data, tensor_nbytes(t));
-    }
     return CINFER_OK;
 fail:
     for (size_t k = 0; k < num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
@@ -844,14 +900,14 @@ cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfe
 size_t cinfer_session_num_host_nodes(const cinfer_session *session) {
     if (!session) return 0;
     size_t n = 0;
-    for (int i = 0; i < session->model->graph->num_nodes; i++) n += session->model->graph->nodes[i].host_eval;
+    for (int i = 0; i < session->graph->num_nodes; i++) n += session->graph->nodes[i].host_eval;
     return n;
 }
 
 const char *cinfer_session_host_node(const cinfer_session *session, size_t index) {
     if (!session) return NULL;
-    for (int i = 0; i < session->model->graph->num_nodes; i++)
-        if (session->model->graph->nodes[i].host_eval && index-- == 0) return session->model->graph->nodes[i].name;
+    for (int i = 0; i < session->graph->num_nodes; i++)
+        if (session->graph->nodes[i].host_eval && index-- == 0) return session->graph->nodes[i].name;
     return NULL;
 }
 
@@ -860,12 +916,110 @@ cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t 
     if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_node_profile: session is NULL");
     if (!session->profile)
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "the session was not created with option profile=1");
-    if (index >= (size_t)session->model->graph->num_nodes)
-        return core_error(CINFER_ERR_NOT_FOUND, "node index %zu: the model has %d nodes", index, session->model->graph->num_nodes);
-    const graph_node *n = &session->model->graph->nodes[index];
+    if (index >= (size_t)session->graph->num_nodes)
+        return core_error(CINFER_ERR_NOT_FOUND, "node index %zu: the model has %d nodes", index, session->graph->num_nodes);
+    const graph_node *n = &session->graph->nodes[index];
     if (node_name) *node_name = n->name;
     if (op_type) *op_type = n->op_type;
     if (total_ms) *total_ms = session->node_seconds[index] * 1e3;
     if (calls) *calls = session->node_calls[index];
     return CINFER_OK;
+}
+
+/* ---- device-resident io ---- */
+
+/* Matches `outputs` (caller-described) against the plan's outputs: dtype, shape, and room (data non-NULL). */
+static cinfer_status check_device_outputs(const cinfer_session *s, const plan *p, const cinfer_tensor *outputs,
+                                          size_t num_outputs) {
+    const graph *g = s->graph;
+    if (num_outputs != (size_t)g->num_outputs)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run_device: %zu outputs given, the model has %d",
+                          num_outputs, g->num_outputs);
+    for (int k = 0; k < g->num_outputs; k++) {
+        const tensor *t = &p->values[g->outputs[k]];
+        const cinfer_tensor *o = &outputs[k];
+        bool same = o->dtype == t->dtype && o->ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = o->dims[d] == t->dims[d];
+        if (!same) {
+            char want[256], got[256];
+            tensor tg = {.ndim = o->ndim >= 0 && o->ndim <= CINFER_MAX_DIMS ? o->ndim : 0};
+            for (int d = 0; d < tg.ndim; d++) tg.dims[d] = o->dims[d];
+            return core_error(CINFER_ERR_INVALID_ARGUMENT,
+                              "output '%s': these inputs give %s %s, the caller's buffer is described as %s %s "
+                              "(cinfer_session_output_info gives the right description)",
+                              g->values[g->outputs[k]].name, cinfer_dtype_name(t->dtype), tensor_shape_str(t, want, sizeof want),
+                              cinfer_dtype_name(o->dtype), tensor_shape_str(&tg, got, sizeof got));
+        }
+        if (!o->data && tensor_nbytes(t))
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "output '%s': data is NULL", g->values[g->outputs[k]].name);
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status bind_device_run(cinfer_session *s, const cinfer_tensor *inputs, size_t num_inputs, bool need_data,
+                                     const cinfer_tensor **bound, plan **p) {
+    const graph *g = s->graph;
+    if (g->num_inputs > 256 || g->num_outputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs or outputs");
+    if (need_data)
+        for (int i = 0; i < g->num_inputs; i++)
+            if (g->values[g->inputs[i]].value_needed)
+                return core_error(CINFER_ERR_UNSUPPORTED, "input '%s' decides shapes by its values, which the host must read: "
+                                  "run this model with cinfer_session_run", g->values[g->inputs[i]].name);
+    CINFER_TRY(bind_inputs(g, inputs, num_inputs, need_data, bound));
+    return find_or_build_plan(s, bound, p);
+}
+
+cinfer_status cinfer_session_output_info(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                         cinfer_tensor *outputs, size_t num_outputs) {
+    if (!session || (!inputs && num_inputs) || (!outputs && num_outputs))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_output_info: NULL argument");
+    pthread_mutex_lock(&session->lock);
+    const graph *g = session->graph;
+    const cinfer_tensor *bound[256];
+    plan *p = NULL;
+    cinfer_status st = num_outputs == (size_t)g->num_outputs
+                           ? bind_device_run(session, inputs, num_inputs, false, bound, &p)
+                           : core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_output_info: room for %zu outputs given, "
+                                        "the model has %d", num_outputs, g->num_outputs);
+    for (int k = 0; st == CINFER_OK && k < g->num_outputs; k++) {
+        const tensor *t = &p->values[g->outputs[k]];
+        memset(&outputs[k], 0, sizeof outputs[k]);
+        outputs[k].name = g->values[g->outputs[k]].name;
+        outputs[k].dtype = t->dtype;
+        outputs[k].ndim = t->ndim;
+        memcpy(outputs[k].dims, t->dims, sizeof t->dims);
+    }
+    pthread_mutex_unlock(&session->lock);
+    return st;
+}
+
+cinfer_status cinfer_session_run_device(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                        cinfer_tensor *outputs, size_t num_outputs, void *stream) {
+    if (!session || (!inputs && num_inputs) || (!outputs && num_outputs))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run_device: NULL argument");
+    pthread_mutex_lock(&session->lock);
+    backend *b = session->backend;
+    const graph *g = session->graph;
+    const cinfer_tensor *bound[256];
+    plan *p = NULL;
+    cinfer_status st = bind_device_run(session, inputs, num_inputs, true, bound, &p);
+    if (st == CINFER_OK) st = check_device_outputs(session, p, outputs, num_outputs);
+    if (st == CINFER_OK && b->iface->host_memory) { /* host backends: "device memory" is host memory */
+        st = bind_host_inputs(session, p, bound);
+        if (st == CINFER_OK && b->iface->begin_run) st = b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run");
+        if (st == CINFER_OK) st = run_on_host(session, p, outputs);
+    } else if (st == CINFER_OK) {
+        st = b->iface->begin_run ? b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run") : CINFER_OK;
+        if (st == CINFER_OK) {
+            /* the session's stream starts after the caller's queued work (its inputs) and the caller's stream
+             * continues after ours (its outputs) */
+            st = b->iface->join_stream(b, stream, true);
+            if (st == CINFER_OK) st = run_on_device(session, p, bound, outputs, true);
+            if (st == CINFER_OK) st = b->iface->join_stream(b, stream, false);
+            if (st != CINFER_OK && b->iface->synchronize) b->iface->synchronize(b);
+            if (b->iface->end_run) b->iface->end_run(b);
+        }
+    }
+    pthread_mutex_unlock(&session->lock);
+    return st;
 }

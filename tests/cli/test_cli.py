@@ -30,6 +30,21 @@ def test_run_writes_outputs_matching_onnxruntime(cli, tmp_path, name, inp):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_run_and_bench_in_half_precision(cli, tmp_path):
+    model, data = MODELS / "tiny_cnn.onnx", MODELS / "tiny_cnn_image.npy"
+    run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "fp32", "--threads", "1")
+    run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "fp16", "--threads", "1",
+        "--precision", "fp16", "--deterministic")
+    for f in (tmp_path / "fp32").iterdir():
+        ref, got = np.load(f), np.load(tmp_path / "fp16" / f.name)
+        assert got.dtype == ref.dtype and got.shape == ref.shape  # io keeps the model's dtypes
+        np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2 * float(np.max(np.abs(ref))))
+    out = run(cli, "bench", model, "--iters", "2", "--warmup", "0", "--precision", "bf16")
+    assert "precision: bf16" in out
+    out = run(cli, "bench", model, "--iters", "2", "--precision", "fp12", expect=1)
+    assert "'fp12' is not fp32, tf32, fp16 or bf16" in out
+
+
 def test_inspect_reports_structure_and_memory(cli):
     out = run(cli, "inspect", MODELS / "tiny_cnn.onnx", "--batch", "4")
     assert "image" in out and "[batch, 3, 32, 32]" in out

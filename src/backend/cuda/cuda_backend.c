@@ -41,6 +41,7 @@ typedef struct cuda_backend_ctx {
     pending_copy *pending;
     size_t num_pending, cap_pending;
     cinfer_run_stats stats;
+    cudaEvent_t join_event; /* orders the session's stream against a caller's (run_device), made on first use */
     bool sync_each_node;
     const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
 } cuda_backend_ctx;
@@ -203,6 +204,27 @@ static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, s
     return CINFER_OK;
 }
 
+static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_backend_ctx *c = b->context;
+    if (!bytes) return CINFER_OK;
+    return cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->exec.stream),
+                      "device-to-device copy");
+}
+
+/* An event recorded on one stream and waited for on the other: neither the host nor the GPU blocks more than
+ * the order needs. */
+static cinfer_status cuda_join_stream(backend *b, void *stream, bool session_waits) {
+    cuda_backend_ctx *c = b->context;
+    CINFER_TRY(use_device(c));
+    if (!c->join_event)
+        CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventCreateWithFlags(&c->join_event, cudaEventDisableTiming),
+                              "cudaEventCreate"));
+    cudaStream_t caller = (cudaStream_t)stream, from = session_waits ? caller : c->exec.stream,
+                 to = session_waits ? c->exec.stream : caller;
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventRecord(c->join_event, from), "cudaEventRecord"));
+    return cuda_check(c->dev->ordinal, cudaStreamWaitEvent(to, c->join_event, 0), "cudaStreamWaitEvent");
+}
+
 /* After the stream is idle: moves staged outputs to their destinations. */
 static cinfer_status flush_to_host(cuda_backend_ctx *c) {
     for (size_t i = 0; i < c->num_pending; i++)
@@ -293,6 +315,7 @@ static void cuda_free(backend *b) {
         if (c->exec.lt) cublasLtDestroy(c->exec.lt);
         if (c->stream_id > 0) cuda_device_remove_stream(c->dev, c->stream_id);
         if (c->exec.stream) cudaStreamDestroy(c->exec.stream);
+        if (c->join_event) cudaEventDestroy(c->join_event);
         free(c->pending);
         free(c);
     }
@@ -307,6 +330,8 @@ static const struct backend_i cuda_iface = {
     .release = cuda_release,
     .copy_to_device = cuda_copy_to_device,
     .copy_to_host = cuda_copy_to_host,
+    .copy_on_device = cuda_copy_on_device,
+    .join_stream = cuda_join_stream,
     .run_node = cuda_run_node,
     .synchronize = cuda_synchronize,
     .begin_run = cuda_begin_run,
@@ -332,6 +357,8 @@ cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *
     b->context = c;
     c->dev = d;
     c->exec.device = d->ordinal;
+    c->exec.allow_tf32 = opt->allow_tf32;
+    c->exec.deterministic = opt->deterministic;
     c->exec.owner = (struct cuda_backend_ctx *)c;
     const char *sync = getenv("CINFER_CUDA_SYNC");
     c->sync_each_node = sync && sync[0] == '1';

@@ -27,6 +27,8 @@ typedef struct cuda_exec {
     cudnnHandle_t dnn;          /* cuDNN handle bound to `stream` */
     void *workspace;            /* GEMM/convolution workspace on the device, CUDA_WORKSPACE_BYTES long */
     size_t workspace_bytes;
+    bool allow_tf32;            /* precision "tf32": float32 GEMMs/convolutions may use TF32 tensor cores */
+    bool deterministic;         /* only algorithms with run-to-run identical results */
     struct cuda_backend_ctx *owner; /* for cuda_scratch (private to cuda_backend.c) */
 } cuda_exec;
 

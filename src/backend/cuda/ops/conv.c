@@ -48,6 +48,7 @@ static cinfer_status out_of_memory(const graph_node *n) {
  * input (dy). */
 typedef struct dnn_key {
     int device, dtype, transpose, nbdims, group;
+    int tf32, deterministic; /* session choices: TF32 allowed for float32; deterministic algorithms only */
     int x[5], w[5], y[5];
     int pad[3], stride[3], dil[3];
     size_t workspace;
@@ -97,15 +98,17 @@ static cudnnStatus_t dnn_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t type,
     return cudnnSetTensorNdDescriptor(d, type, nbdims, dims, strides);
 }
 
-/* Float32 must not take TF32 tensor-core algorithms. */
-static bool math_allowed(cinfer_dtype t, cudnnMathType_t m) {
-    return t != CINFER_DTYPE_FLOAT || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+/* Float32 takes TF32 tensor-core algorithms only when the session asked for precision "tf32". */
+static bool math_allowed(const dnn_key *k, cudnnMathType_t m) {
+    return k->dtype != CINFER_DTYPE_FLOAT || k->tf32 ||
+           (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 /* Sets the plan's math type and algorithm to perf's when its real workspace fits. */
 static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t math) {
     cinfer_dtype t = (cinfer_dtype)p->key.dtype;
-    if (t != CINFER_DTYPE_FLOAT && cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) return false;
+    if ((t != CINFER_DTYPE_FLOAT || p->key.tf32) && cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS)
+        return false;
     size_t ws = 0;
     cudnnStatus_t st =
         p->key.transpose
@@ -140,7 +143,7 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
             CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolutionGroupCount(p->cd, k->group) != CUDNN_STATUS_SUCCESS)
         return false;
-    cudnnMathType_t math = t == CINFER_DTYPE_FLOAT    ? CUDNN_FMA_MATH
+    cudnnMathType_t math = t == CINFER_DTYPE_FLOAT    ? (k->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
                            : t == CINFER_DTYPE_DOUBLE ? CUDNN_DEFAULT_MATH
                                                       : CUDNN_TENSOR_OP_MATH;
     if (cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) return false;
@@ -159,8 +162,8 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < returned; i++) {
                 const cudnnConvolutionBwdDataAlgoPerf_t *r = &perf[i];
-                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(t, r->mathType) ||
-                    (pass == 0 && r->determinism != CUDNN_DETERMINISTIC))
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(k, r->mathType) ||
+                    ((pass == 0 || k->deterministic) && r->determinism != CUDNN_DETERMINISTIC))
                     continue;
                 if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
             }
@@ -172,8 +175,8 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < returned; i++) {
                 const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
-                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(t, r->mathType) ||
-                    (pass == 0 && r->determinism != CUDNN_DETERMINISTIC))
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(k, r->mathType) ||
+                    ((pass == 0 || k->deterministic) && r->determinism != CUDNN_DETERMINISTIC))
                     continue;
                 if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
             }
@@ -266,6 +269,8 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     memset(&key, 0, sizeof key);
     key.device = x->device;
     key.dtype = (int)xt->dtype;
+    key.tf32 = x->allow_tf32 && xt->dtype == CINFER_DTYPE_FLOAT;
+    key.deterministic = x->deterministic;
     key.nbdims = nsp == 3 ? 5 : 4;
     key.group = (int)group;
     key.workspace = x->workspace_bytes;
@@ -366,6 +371,8 @@ static cinfer_status conv_transpose_cudnn(cuda_exec *x, const graph_node *n, con
     memset(&key, 0, sizeof key);
     key.device = x->device;
     key.dtype = (int)xt->dtype;
+    key.tf32 = x->allow_tf32 && xt->dtype == CINFER_DTYPE_FLOAT;
+    key.deterministic = x->deterministic;
     key.transpose = 1;
     key.nbdims = nsp == 3 ? 5 : 4;
     key.group = (int)group;

@@ -23,6 +23,7 @@
 typedef struct lt_key {
     int device;
     int dtype;
+    int tf32;             /* float32 with TF32 tensor cores (session precision "tf32") */
     int trans_a, trans_b; /* cuBLASLt operands (A = our B, B = our A) */
     int bias;             /* CUBLASLT_EPILOGUE_BIAS (a per-row vector of D) */
     int align_a, align_b, align_c, align_bias;
@@ -88,8 +89,8 @@ static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, 
 /* A matmul descriptor for the key (and, for bias plans, that bias pointer). */
 static cublasStatus_t lt_desc(cublasLtMatmulDesc_t *desc, const lt_key *k, const void *bias) {
     bool dbl = k->dtype == CINFER_DTYPE_DOUBLE;
-    cublasStatus_t st = cublasLtMatmulDescCreate(desc, dbl ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                                 dbl ? CUDA_R_64F : CUDA_R_32F);
+    cublasComputeType_t compute = dbl ? CUBLAS_COMPUTE_64F : k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasStatus_t st = cublasLtMatmulDescCreate(desc, compute, dbl ? CUDA_R_64F : CUDA_R_32F);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     cublasOperation_t ta = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
@@ -198,6 +199,7 @@ typedef struct lt_gemm {
 static void lt_key_fill(cuda_exec *x, const lt_gemm *g, const uintptr_t *pa, const uintptr_t *pb, const uintptr_t *pc,
                         int groups, lt_key *key) {
     memset(key, 0, sizeof *key);
+    key->tf32 = x->allow_tf32 && g->dtype == CINFER_DTYPE_FLOAT;
     size_t es = cinfer_dtype_size(g->dtype);
     key->device = x->device;
     key->dtype = (int)g->dtype;
