@@ -516,6 +516,10 @@ static int cmd_bench(const cli_options *o) {
         printf("copies per run: %llu host->device (%llu bytes), %llu device->host (%llu bytes)\n",
                (unsigned long long)rs.host_to_device_copies, (unsigned long long)rs.host_to_device_bytes,
                (unsigned long long)rs.device_to_host_copies, (unsigned long long)rs.device_to_host_bytes);
+    if (rs.graph_captures || rs.graph_fallbacks)
+        printf("CUDA graphs: last run %s; plans captured %llu, not capturable %llu\n",
+               rs.graph_replayed ? "replayed a graph" : "ran plain", (unsigned long long)rs.graph_captures,
+               (unsigned long long)rs.graph_fallbacks);
     if (o->profile) print_profile(model, session, o->warmup + o->iters);
 done:
     for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) {

@@ -172,6 +172,10 @@ cinfer_status cinfer_cuda_empty_cache(int device);
  * the same as fp32 on the CPU) | fp16 | bf16 (weights converted once per model, float32 inputs cast down on entry
  * and outputs cast back up, so callers keep the model's dtypes; softmax, normalisations and reductions
  * accumulate in float32);
+ * "cuda_graphs" = "0" | "1" (default 1; GPU sessions): each plan (one set of input shapes) runs plain on its
+ * first run, is captured into a CUDA graph on its second and replayed from then on, so a run costs one launch;
+ * capture is skipped with profile=1 or guard_bytes, and a plan that cannot be captured runs plain (counted in
+ * cinfer_run_stats.graph_fallbacks);
  * "deterministic" = "1": only algorithms whose results are bitwise identical run to run (GPU: deterministic
  * cuDNN algorithms, no split reductions with atomics; the CPU backend always is);
  * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);
@@ -219,6 +223,12 @@ typedef struct cinfer_run_stats {
     uint64_t device_to_host_copies;
     uint64_t host_to_device_bytes;
     uint64_t device_to_host_bytes;
+    /* CUDA Graphs (session option cuda_graphs, on by default on GPUs): graph_replayed is 1 when the last run
+     * replayed a captured graph; graph_captures and graph_fallbacks count, over the session's life, the plans
+     * captured and the plans that could not be captured and run with plain launches. */
+    uint64_t graph_replayed;
+    uint64_t graph_captures;
+    uint64_t graph_fallbacks;
 } cinfer_run_stats;
 cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
 

@@ -45,6 +45,14 @@ struct backend_i {
     /* Optional (device backends): the memory sessions may use (the device's total or its configured limit) and
      * how much of it is taken now (by this process's cache or others). */
     cinfer_status (*device_memory)(backend *b, size_t *capacity, size_t *in_use);
+    /* Optional (device backends): CUDA Graphs. graph_begin starts capturing the session's stream; graph_end stops
+     * it and returns an executable graph of what was queued, or NULL when capture was impossible (keep = false
+     * discards it). graph_launch replays one on the session's stream; *stale is set instead when the graph
+     * refers to session memory that has since moved (the caller destroys it and captures again). */
+    cinfer_status (*graph_begin)(backend *b);
+    void *(*graph_end)(backend *b, bool keep);
+    cinfer_status (*graph_launch)(backend *b, void *exec, bool *stale);
+    void (*graph_destroy)(backend *b, void *exec);
     /* Optional: copies made by the last run (begin_run resets them). */
     void (*last_run_stats)(const backend *b, cinfer_run_stats *out);
     bool host_memory; /* buffers are plain host pointers (the runtime may read them directly) */

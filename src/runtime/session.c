@@ -52,6 +52,11 @@ typedef struct plan {
     void *io_block;
     size_t io_bytes;
     uint64_t last_used;
+    /* CUDA Graphs: the captured run of this plan's nodes (backend-owned handle), the plain runs so far, and
+     * whether capture proved impossible */
+    void *graph_exec;
+    uint64_t device_runs;
+    bool graph_impossible;
 } plan;
 
 struct cinfer_session {
@@ -64,6 +69,9 @@ struct cinfer_session {
     size_t signature_cap;
     pthread_mutex_t lock;    /* runs on one session are serialised (plans and arenas are per session) */
     bool profile;            /* option "profile": time every node */
+    bool cuda_graphs;        /* option "cuda_graphs": capture and replay each plan's nodes (device backends) */
+    uint64_t graph_captures, graph_fallbacks;
+    bool graph_replayed;     /* the last run replayed a graph */
     size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
     unsigned char *guard_host; /* host image of the arena for filling and checking guards */
     void *aligned_inputs;      /* copies of caller inputs not aligned to their element size (host backends) */
@@ -83,6 +91,7 @@ static void plan_free(cinfer_session *s, plan *p) {
     if (!p) return;
     if (p->host_owned)
         for (int v = 0; v < s->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
+    if (p->graph_exec) s->backend->iface->graph_destroy(s->backend, p->graph_exec);
     if (p->arena) s->backend->iface->release(s->backend, p->arena);
     if (p->io_block) s->backend->iface->release(s->backend, p->io_block);
     free(p->signature);
@@ -188,7 +197,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
     int threads = 0;
-    bool profile = false, deterministic = false;
+    bool profile = false, deterministic = false, cuda_graphs = true;
     session_precision precision = PRECISION_FP32;
     long guard_bytes = 0, max_batch = 0;
     const char *dim_keys[64], *dim_values[64];
@@ -208,6 +217,10 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
         } else if (strcmp(k, "precision") == 0) {
             if (!precision_parse(v, &precision))
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'precision': '%s' is not fp32, tf32, fp16 or bf16", v);
+        } else if (strcmp(k, "cuda_graphs") == 0) {
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'cuda_graphs': '%s' is not 0 or 1", v);
+            cuda_graphs = v[0] == '1';
         } else if (strcmp(k, "deterministic") == 0) {
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'deterministic': '%s' is not 0 or 1", v);
@@ -230,7 +243,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, profile, guard_bytes, max_batch, dim.NAME)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, profile, guard_bytes, max_batch, dim.NAME)", k);
         }
     }
     int cuda_ordinal = -1;
@@ -252,6 +265,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
 
     pthread_mutex_init(&s->lock, NULL);
     s->profile = profile;
+    s->cuda_graphs = cuda_graphs;
     s->guard_bytes = (size_t)guard_bytes;
     if (profile) {
         size_t count = (size_t)(run_graph->num_nodes ? run_graph->num_nodes : 1);
@@ -761,6 +775,43 @@ static cinfer_status run_nodes(cinfer_session *session, plan *p) {
     return CINFER_OK;
 }
 
+/* Device backends: the plan's nodes, through a CUDA graph where possible. The first run of a plan is plain (it
+ * builds the cuDNN/cuBLASLt plans and grows the scratch buffer, which capture must not do); the second is
+ * captured and replayed; later ones replay. A plan whose capture fails (an op the driver cannot capture) keeps
+ * running plain, counted as a fallback; an error while capturing is retried plain, so a real fault still shows. */
+static cinfer_status run_device_nodes(cinfer_session *s, plan *p) {
+    backend *b = s->backend;
+    s->graph_replayed = false;
+    if (!s->cuda_graphs || !b->iface->graph_begin || s->profile || s->guard_bytes || p->graph_impossible ||
+        p->device_runs++ == 0)
+        return run_nodes(s, p);
+    if (p->graph_exec) {
+        bool stale = false;
+        CINFER_TRY(b->iface->graph_launch(b, p->graph_exec, &stale));
+        if (!stale) {
+            s->graph_replayed = true;
+            return CINFER_OK;
+        }
+        b->iface->graph_destroy(b, p->graph_exec); /* session memory it used has moved: capture again */
+        p->graph_exec = NULL;
+    }
+    cinfer_status st = b->iface->graph_begin(b);
+    if (st == CINFER_OK) {
+        st = run_nodes(s, p);
+        p->graph_exec = b->iface->graph_end(b, st == CINFER_OK);
+    }
+    if (!p->graph_exec) {
+        p->graph_impossible = true;
+        s->graph_fallbacks++;
+        return run_nodes(s, p);
+    }
+    s->graph_captures++;
+    bool stale = false;
+    CINFER_TRY(b->iface->graph_launch(b, p->graph_exec, &stale));
+    s->graph_replayed = !stale;
+    return stale ? run_nodes(s, p) : CINFER_OK;
+}
+
 /* Device backends: inputs in, nodes, produced outputs out; host-known outputs come from their host copies.
  * Caller buffers are host memory (copies through pinned staging, then a wait for the stream) or, for
  * cinfer_session_run_device, device memory (device-to-device copies, nothing waited for). */
@@ -775,7 +826,7 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
         if (g->values[g->inputs[i]].value_needed || !t->data) continue;
         CINFER_TRY(copy_in(b, t->data, bound[i]->data, tensor_nbytes(t)));
     }
-    CINFER_TRY(run_nodes(session, p));
+    CINFER_TRY(run_device_nodes(session, p));
     for (int k = 0; k < g->num_outputs; k++) {
         int v = g->outputs[k];
         const tensor *t = &p->values[v];
@@ -894,6 +945,9 @@ cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfe
     if (!session || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_last_run_stats: NULL argument");
     memset(out, 0, sizeof *out);
     if (session->backend->iface->last_run_stats) session->backend->iface->last_run_stats(session->backend, out);
+    out->graph_replayed = session->graph_replayed;
+    out->graph_captures = session->graph_captures;
+    out->graph_fallbacks = session->graph_fallbacks;
     return CINFER_OK;
 }
 
@@ -1008,6 +1062,8 @@ cinfer_status cinfer_session_run_device(cinfer_session *session, const cinfer_te
         st = bind_host_inputs(session, p, bound);
         if (st == CINFER_OK && b->iface->begin_run) st = b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run");
         if (st == CINFER_OK) st = run_on_host(session, p, outputs);
+    } else if (st == CINFER_OK && (!b->iface->join_stream || !b->iface->copy_on_device)) {
+        st = core_error(CINFER_ERR_UNSUPPORTED, "the %s backend has no device-resident io", b->iface->name);
     } else if (st == CINFER_OK) {
         st = b->iface->begin_run ? b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run") : CINFER_OK;
         if (st == CINFER_OK) {

@@ -229,3 +229,59 @@ def test_cuda_visible_devices_forms(cli, gpus):
         assert len(rows) == 1 and uuid in rows[0] and rows[0].startswith("cuda:0"), r.stdout
     r = subprocess.run([cli, "gpus"], capture_output=True, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES="-1"))
     assert r.returncode == 1 and "no CUDA device is visible" in r.stderr and "CUDA_VISIBLE_DEVICES=-1" in r.stderr, r.stderr
+
+
+def test_cuda_graphs_replay_every_bucket_after_warm_up(lib, gpus):
+    """Each plan runs plain once, is captured on its second run and replayed from then on: after warm-up, zero
+    graph misses at every batch size, and replays give the plain run's results bitwise."""
+    need_gpu(gpus)
+    data = mlp_model(hidden=256)
+    plain = Session(lib, data, device="cuda:0", options={"cuda_graphs": "0"})
+    graphs = Session(lib, data, device="cuda:0")
+    buckets = (1, 2, 4, 8, 16, 32)
+    feeds = {b: np.random.default_rng(b).standard_normal((b, 16)).astype(np.float32) for b in buckets}
+    for b in buckets:  # warm-up: plain run, then capture
+        for _ in range(2):
+            graphs.run({"x": feeds[b]})
+    assert graphs.last_run_stats().graph_captures == len(buckets)
+    for _ in range(3):
+        for b in buckets:
+            x = np.random.default_rng(100 + b).standard_normal((b, 16)).astype(np.float32)  # new data, same plan
+            got = graphs.run({"x": x})[0]
+            st = graphs.last_run_stats()
+            assert st.graph_replayed == 1, f"batch {b}: the run did not replay its graph"
+            np.testing.assert_array_equal(got, plain.run({"x": x})[0])
+    st = graphs.last_run_stats()
+    assert (st.graph_captures, st.graph_fallbacks) == (len(buckets), 0)
+    assert plain.last_run_stats().graph_replayed == 0
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
+def test_precisions_on_the_gpu_agree_with_fp32(lib, gpus, precision):
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "models"))
+    import builders
+    for name in ("cnn", "transformer_block"):
+        model, make_inputs = getattr(builders, name)(np.random.default_rng(3))
+        feeds = make_inputs(8, np.random.default_rng(4))
+        data = model.SerializeToString()
+        ref = Session(lib, data, device="cpu").run(feeds)[0]
+        got = Session(lib, data, device="cuda:0", options={"precision": precision}).run(feeds)[0]
+        assert got.dtype == np.float32
+        err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        assert err < {"fp16": 5e-3, "bf16": 4e-2, "tf32": 5e-3}[precision], f"{name} {precision}: {err:.2e}"
+
+
+def test_deterministic_mode_gives_bitwise_identical_runs(lib, gpus):
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "models"))
+    import builders
+    for name in ("cnn", "transformer_block"):
+        model, make_inputs = getattr(builders, name)(np.random.default_rng(5))
+        feeds = make_inputs(16, np.random.default_rng(6))
+        for precision in ("fp32", "fp16"):
+            s = Session(lib, model.SerializeToString(), device="cuda:0",
+                        options={"deterministic": "1", "precision": precision})
+            first = s.run(feeds)[0]
+            for _ in range(9):
+                np.testing.assert_array_equal(s.run(feeds)[0], first)

@@ -41,6 +41,8 @@ typedef struct cuda_backend_ctx {
     pending_copy *pending;
     size_t num_pending, cap_pending;
     cinfer_run_stats stats;
+    uint64_t scratch_generation; /* bumped when the scratch buffer moves: graphs captured before are stale */
+    bool capturing;
     cudaEvent_t join_event; /* orders the session's stream against a caller's (run_device), made on first use */
     bool sync_each_node;
     const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
@@ -84,9 +86,11 @@ void *cuda_scratch(cuda_exec *x, size_t bytes) {
     if (bytes <= c->scratch_bytes) return c->scratch;
     size_t grown = bytes + bytes / 4;
     /* the old buffer goes back to this stream's pool: later work on the stream is ordered after its users */
+    if (c->capturing) return NULL; /* a captured graph must not see the buffer move; the first (plain) run grew it */
     if (c->scratch) alloc_free(c->dev->memory, c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
+    c->scratch_generation++;
     if (alloc_malloc(c->dev->memory, grown, c->stream_id, &c->scratch) != CINFER_OK) return NULL;
     c->scratch_bytes = grown;
     return c->scratch;
@@ -225,6 +229,63 @@ static cinfer_status cuda_join_stream(backend *b, void *stream, bool session_wai
     return cuda_check(c->dev->ordinal, cudaStreamWaitEvent(to, c->join_event, 0), "cudaStreamWaitEvent");
 }
 
+/* ---- CUDA Graphs ---- */
+
+typedef struct cuda_graph_run {
+    cudaGraphExec_t exec;
+    uint64_t scratch_generation; /* the scratch buffer the captured kernels use */
+} cuda_graph_run;
+
+static cinfer_status cuda_graph_begin(backend *b) {
+    cuda_backend_ctx *c = b->context;
+    if (c->sync_each_node || c->fault_node)
+        return core_error(CINFER_ERR_UNSUPPORTED, "CUDA graphs are off while CINFER_CUDA_SYNC or fault injection is set");
+    CINFER_TRY(use_device(c));
+    /* thread-local mode: other threads' CUDA calls (other sessions) go on while this one captures */
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaStreamBeginCapture(c->exec.stream, cudaStreamCaptureModeThreadLocal),
+                          "cudaStreamBeginCapture"));
+    c->capturing = true;
+    return CINFER_OK;
+}
+
+static void *cuda_graph_end(backend *b, bool keep) {
+    cuda_backend_ctx *c = b->context;
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(c->exec.stream, &graph);
+    c->capturing = false;
+    cuda_graph_run *run = NULL;
+    if (err == cudaSuccess && graph && keep) {
+        run = calloc(1, sizeof *run);
+        if (run && cudaGraphInstantiate(&run->exec, graph, 0) == cudaSuccess) {
+            run->scratch_generation = c->scratch_generation;
+        } else {
+            free(run);
+            run = NULL;
+        }
+    }
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError(); /* a failed capture leaves a non-sticky error; the plain run that follows must not see it */
+    return run;
+}
+
+static cinfer_status cuda_graph_launch(backend *b, void *exec, bool *stale) {
+    cuda_backend_ctx *c = b->context;
+    cuda_graph_run *run = exec;
+    *stale = run->scratch_generation != c->scratch_generation;
+    if (*stale) return CINFER_OK;
+    return cuda_check(c->dev->ordinal, cudaGraphLaunch(run->exec, c->exec.stream), "cudaGraphLaunch");
+}
+
+static void cuda_graph_destroy(backend *b, void *exec) {
+    cuda_backend_ctx *c = b->context;
+    cuda_graph_run *run = exec;
+    if (!run) return;
+    cudaSetDevice(c->dev->ordinal);
+    cudaStreamSynchronize(c->exec.stream); /* a replay still queued keeps using it */
+    cudaGraphExecDestroy(run->exec);
+    free(run);
+}
+
 /* After the stream is idle: moves staged outputs to their destinations. */
 static cinfer_status flush_to_host(cuda_backend_ctx *c) {
     for (size_t i = 0; i < c->num_pending; i++)
@@ -332,6 +393,10 @@ static const struct backend_i cuda_iface = {
     .copy_to_host = cuda_copy_to_host,
     .copy_on_device = cuda_copy_on_device,
     .join_stream = cuda_join_stream,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
     .run_node = cuda_run_node,
     .synchronize = cuda_synchronize,
     .begin_run = cuda_begin_run,
