@@ -376,7 +376,8 @@ static int cmd_inspect(const cli_options *o) {
         print_shape(&info);
         printf("\n");
     }
-    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, Conv+Relu fusion, "
+    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, Conv+Relu, GELU, "
+           "Softmax NaN-guard and scale fusion, common subexpressions, "
            "dead-node removal)\n",
            st.num_nodes, st.num_nodes_original);
     printf("ops:\n");

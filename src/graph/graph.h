@@ -123,6 +123,9 @@ cinfer_status graph_bind_schemas(graph *g);
 /* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding,
  * dead-node removal; then marks the host-evaluated shape subgraphs. */
 cinfer_status graph_optimize(graph *g);
+/* Fusions that cut kernels (graph/fusion.c): common subexpressions merged, the erf GELU pattern as one Gelu node,
+ * scalar scales after a MatMul(+bias) folded into its constants. Called by graph_optimize. */
+cinfer_status graph_fuse(graph *g);
 /* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize
  * does it; passes that add nodes afterwards call it again). */
 void graph_mark_host_values(graph *g);

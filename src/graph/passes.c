@@ -482,6 +482,7 @@ cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(fold_constants(g));
     CINFER_TRY(fold_conv_batchnorm(g));
     CINFER_TRY(fuse_conv_relu(g));
+    CINFER_TRY(graph_fuse(g));
     remove_dead_nodes(g);
     graph_compact(g);
     mark_value_needed(g);

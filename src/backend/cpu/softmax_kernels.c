@@ -143,7 +143,25 @@ static void softmax_16bit_stepwise(cinfer_dtype t, const uint16_t *x, uint16_t *
     }
 }
 
-cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+/* The fused "cinfer_nan_to_zero" (Softmax followed by Where(IsNaN(p), 0, p), set by graph/fusion.c): a NaN result
+ * becomes 0. A softmax row is NaN as a whole or not at all, so this is the CUDA kernel's per-row rule too. */
+static void nan_to_zero(tensor *t) {
+    int64_t count = tensor_numel(t);
+    if (t->dtype == CINFER_DTYPE_FLOAT) {
+        float *y = t->data;
+        for (int64_t i = 0; i < count; i++) y[i] = y[i] != y[i] ? 0.0f : y[i];
+    } else if (t->dtype == CINFER_DTYPE_DOUBLE) {
+        double *y = t->data;
+        for (int64_t i = 0; i < count; i++) y[i] = y[i] != y[i] ? 0.0 : y[i];
+    } else { /* float16 / bfloat16: NaN is an all-ones exponent with a non-zero mantissa */
+        uint16_t *y = t->data;
+        uint16_t exp_mask = t->dtype == CINFER_DTYPE_FLOAT16 ? 0x7C00 : 0x7F80, man_mask = t->dtype == CINFER_DTYPE_FLOAT16 ? 0x03FF : 0x007F;
+        for (int64_t i = 0; i < count; i++)
+            if ((y[i] & exp_mask) == exp_mask && (y[i] & man_mask)) y[i] = 0;
+    }
+}
+
+static cinfer_status softmax_any(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     cinfer_dtype dt = in[0].dtype;
     if (dt == CINFER_DTYPE_BFLOAT16 || dt == CINFER_DTYPE_FLOAT16) {
         reduce_rows r;
@@ -153,9 +171,15 @@ cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in,
         softmax_16bit_stepwise(dt, in[0].data, out[0].data, outer, len, inner);
         return CINFER_OK;
     }
-    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_softmax);
+    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, softmax_any);
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
     return run_softmax_mode(n, in, out, false);
+}
+
+cinfer_status cpu_run_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    CINFER_TRY(softmax_any(n, in, num_in, out, num_out));
+    if (graph_attr_int(n, "cinfer_nan_to_zero", 0)) nan_to_zero(&out[0]);
+    return CINFER_OK;
 }
 
 cinfer_status cpu_run_log_softmax(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {

@@ -64,9 +64,10 @@ typedef enum cuda_softmax_mode {
     CUDA_LP_NORM_2, /* x / ||x||_p, 0 where the norm is 0 */
 } cuda_softmax_mode;
 
-/* dt: a float type. float16/bfloat16 Softmax rounds step by step as the CPU reference does. y may be x. */
+/* dt: a float type. float16/bfloat16 Softmax rounds step by step as the CPU reference does. y may be x.
+ * nan_to_zero (CUDA_SOFTMAX, the fused "cinfer_nan_to_zero"): a row whose result is NaN is written as zeros. */
 cudaError_t cuda_reduce_softmax(cuda_softmax_mode mode, cinfer_dtype dt, const void *x, void *y, int64_t outer,
-                                int64_t len, int64_t inner, cudaStream_t stream);
+                                int64_t len, int64_t inner, bool nan_to_zero, cudaStream_t stream);
 
 /* ---- normalisations ---- */
 

@@ -38,7 +38,7 @@ struct FirstMax {
 
 // ---- inner == 1: one block per contiguous row ----
 template <typename T, int M>
-__global__ void softmax_rows_kernel(const T *x, T *y, int64_t rows, int64_t len) {
+__global__ void softmax_rows_kernel(const T *x, T *y, int64_t rows, int64_t len, bool nan_to_zero) {
     using F = typename acc<T>::type;
     __shared__ F smem[32];
     __shared__ best_t<F> best_smem[32];
@@ -76,13 +76,16 @@ __global__ void softmax_rows_kernel(const T *x, T *y, int64_t rows, int64_t len)
                     __syncthreads(); /* smem is reused by the next row's reductions */
                 }
                 s = round_to<T>(s);
-                for (int64_t j = tid; j < len; j += step) yr[j] = store<T>(load(yr[j]) / s);
+                const bool zero = nan_to_zero && s != s; /* a NaN row (all -inf, a NaN or +inf in it) -> 0 */
+                for (int64_t j = tid; j < len; j += step) yr[j] = store<T>(zero ? F(0) : load(yr[j]) / s);
             } else {
                 F s = 0;
                 for (int64_t j = tid; j < len; j += step) s += red::exp_t(load(xr[j]) - m);
                 s = red::block_allreduce(s, red::Add{}, smem);
                 if constexpr (M == CUDA_SOFTMAX) {
-                    for (int64_t j = tid; j < len; j += step) yr[j] = store<T>(red::exp_t(load(xr[j]) - m) / s);
+                    const bool zero = nan_to_zero && s != s;
+                    for (int64_t j = tid; j < len; j += step)
+                        yr[j] = store<T>(zero ? F(0) : red::exp_t(load(xr[j]) - m) / s);
                 } else {
                     const F c = m + red::log_t(s);
                     for (int64_t j = tid; j < len; j += step) yr[j] = store<T>(load(xr[j]) - c);
@@ -108,7 +111,7 @@ __global__ void softmax_rows_kernel(const T *x, T *y, int64_t rows, int64_t len)
 
 // ---- inner > 1: one thread per column, walking the axis with stride inner ----
 template <typename T, int M>
-__global__ void softmax_cols_kernel(const T *x, T *y, int64_t outer, int64_t len, int64_t inner) {
+__global__ void softmax_cols_kernel(const T *x, T *y, int64_t outer, int64_t len, int64_t inner, bool nan_to_zero) {
     using F = typename acc<T>::type;
     CUDA_GRID_STRIDE(c, outer * inner) {
         const int64_t o = c / inner, i = c - o * inner;
@@ -129,12 +132,15 @@ __global__ void softmax_cols_kernel(const T *x, T *y, int64_t outer, int64_t len
                     else s = j == 0 ? e : round_to<T>(s + e);
                 }
                 s = round_to<T>(s);
-                for (int64_t j = 0; j < len; j++) yr[j * inner] = store<T>(load(yr[j * inner]) / s);
+                const bool zero = nan_to_zero && s != s;
+                for (int64_t j = 0; j < len; j++) yr[j * inner] = store<T>(zero ? F(0) : load(yr[j * inner]) / s);
             } else {
                 F s = 0;
                 for (int64_t j = 0; j < len; j++) s += red::exp_t(load(xr[j * inner]) - m);
                 if constexpr (M == CUDA_SOFTMAX) {
-                    for (int64_t j = 0; j < len; j++) yr[j * inner] = store<T>(red::exp_t(load(xr[j * inner]) - m) / s);
+                    const bool zero = nan_to_zero && s != s;
+                    for (int64_t j = 0; j < len; j++)
+                        yr[j * inner] = store<T>(zero ? F(0) : red::exp_t(load(xr[j * inner]) - m) / s);
                 } else {
                     const F k = m + red::log_t(s);
                     for (int64_t j = 0; j < len; j++) yr[j * inner] = store<T>(load(xr[j * inner]) - k);
@@ -158,25 +164,27 @@ __global__ void softmax_cols_kernel(const T *x, T *y, int64_t outer, int64_t len
 }
 
 template <typename T, int M>
-cudaError_t run_mode(const void *xv, void *yv, int64_t outer, int64_t len, int64_t inner, cudaStream_t stream) {
+cudaError_t run_mode(const void *xv, void *yv, int64_t outer, int64_t len, int64_t inner, bool nan_to_zero,
+                     cudaStream_t stream) {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
     if (inner == 1)
-        softmax_rows_kernel<T, M><<<red::blocks_for(outer), red::row_threads(len), 0, stream>>>(x, y, outer, len);
+        softmax_rows_kernel<T, M><<<red::blocks_for(outer), red::row_threads(len), 0, stream>>>(x, y, outer, len,
+                                                                                              nan_to_zero);
     else
-        softmax_cols_kernel<T, M><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, y, outer, len, inner);
+        softmax_cols_kernel<T, M><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, y, outer, len, inner, nan_to_zero);
     return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t run_softmax(cuda_softmax_mode mode, const void *x, void *y, int64_t outer, int64_t len, int64_t inner,
-                        cudaStream_t stream) {
+                        bool nan_to_zero, cudaStream_t stream) {
     switch (mode) {
-    case CUDA_SOFTMAX: return run_mode<T, CUDA_SOFTMAX>(x, y, outer, len, inner, stream);
-    case CUDA_LOG_SOFTMAX: return run_mode<T, CUDA_LOG_SOFTMAX>(x, y, outer, len, inner, stream);
-    case CUDA_HARDMAX: return run_mode<T, CUDA_HARDMAX>(x, y, outer, len, inner, stream);
-    case CUDA_LP_NORM_1: return run_mode<T, CUDA_LP_NORM_1>(x, y, outer, len, inner, stream);
-    case CUDA_LP_NORM_2: return run_mode<T, CUDA_LP_NORM_2>(x, y, outer, len, inner, stream);
+    case CUDA_SOFTMAX: return run_mode<T, CUDA_SOFTMAX>(x, y, outer, len, inner, nan_to_zero, stream);
+    case CUDA_LOG_SOFTMAX: return run_mode<T, CUDA_LOG_SOFTMAX>(x, y, outer, len, inner, nan_to_zero, stream);
+    case CUDA_HARDMAX: return run_mode<T, CUDA_HARDMAX>(x, y, outer, len, inner, nan_to_zero, stream);
+    case CUDA_LP_NORM_1: return run_mode<T, CUDA_LP_NORM_1>(x, y, outer, len, inner, nan_to_zero, stream);
+    case CUDA_LP_NORM_2: return run_mode<T, CUDA_LP_NORM_2>(x, y, outer, len, inner, nan_to_zero, stream);
     }
     return cudaErrorInvalidValue;
 }
@@ -187,8 +195,9 @@ cudaError_t run_softmax(cuda_softmax_mode mode, const void *x, void *y, int64_t 
 using namespace cinfer_cuda;
 
 extern "C" cudaError_t cuda_reduce_softmax(cuda_softmax_mode mode, cinfer_dtype dt, const void *x, void *y,
-                                           int64_t outer, int64_t len, int64_t inner, cudaStream_t stream) {
-    CUDA_DISPATCH_FLOATS(dt, T, return run_softmax<T>(mode, x, y, outer, len, inner, stream),
+                                           int64_t outer, int64_t len, int64_t inner, bool nan_to_zero,
+                                           cudaStream_t stream) {
+    CUDA_DISPATCH_FLOATS(dt, T, return run_softmax<T>(mode, x, y, outer, len, inner, nan_to_zero, stream),
                          return cudaErrorInvalidValue)
     return cudaErrorInvalidValue;
 }

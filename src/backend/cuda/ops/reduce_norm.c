@@ -13,6 +13,7 @@ static cinfer_status run_row_mode(cuda_exec *x, const graph_node *n, const tenso
     if (outer * len * inner == 0) return CINFER_OK;
     return cuda_check_launch(n, n->op_type,
                              cuda_reduce_softmax(mode, in[0].dtype, in[0].data, out[0].data, outer, len, inner,
+                                                 mode == CUDA_SOFTMAX && graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0,
                                                  x->stream));
 }
 

@@ -1,0 +1,390 @@
+/* Load-time fusion passes that cut kernels per run without changing results beyond float rounding:
+ *
+ *  - common subexpressions: a node equal to an earlier one (same op, inputs and attributes) is dropped and its
+ *    uses read the earlier outputs (BERT exports rebuild the same attention mask in every layer);
+ *  - GELU: x * 0.5 * (1 + erf(x / sqrt(2))), in the orders exporters write it, becomes one Gelu node
+ *    (five elementwise kernels -> one);
+ *  - Softmax NaN guard: Where(IsNaN(p), 0, p) after a Softmax becomes the Softmax's "cinfer_nan_to_zero";
+ *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
+ *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "graph/graph.h"
+#include "graph/op_schema.h"
+
+static bool is_op(const graph_node *n, const char *op) { return !n->removed && strcmp(n->op_type, op) == 0; }
+
+static int producer_node(const graph *g, int v) { return v >= 0 ? g->values[v].producer : -1; }
+
+/* Read by exactly one node and not a model output: a pass may rewrite its producer. */
+static bool single_use(const graph *g, int v) { return v >= 0 && g->values[v].num_consumers == 1 && !g->values[v].is_output; }
+
+/* Read by exactly one node for its contents (Shape-like readers of its dims only do not count), and not a model
+ * output: rewriting how it is computed keeps its shape, so those readers are unaffected. */
+static bool single_data_use(const graph *g, int v) {
+    if (v < 0 || g->values[v].is_output) return false;
+    int uses = 0;
+    for (int i = 0; i < g->num_nodes && uses <= 1; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->removed || (n->schema && (n->schema->flags & OP_FLAG_SHAPE_ONLY))) continue;
+        for (int k = 0; k < n->num_inputs; k++) uses += n->inputs[k] == v;
+    }
+    return uses == 1;
+}
+
+/* The one node reading value v (single_use(v) holds), or -1. */
+static int only_consumer(const graph *g, int v) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        for (int k = 0; k < n->num_inputs; k++)
+            if (n->inputs[k] == v) return i;
+    }
+    return -1;
+}
+
+static bool scalar_float(const graph *g, int v, double *out) {
+    if (v < 0 || g->values[v].kind != VALUE_CONSTANT) return false;
+    const tensor *t = &g->values[v].constant;
+    if (t->dtype != CINFER_DTYPE_FLOAT || tensor_numel(t) != 1) return false;
+    *out = ((const float *)t->data)[0];
+    return true;
+}
+
+static bool near(double a, double b) { return fabs(a - b) <= 1e-5 * fabs(b); }
+
+/* For a binary node with one scalar-constant operand near `want`, the other operand; else -1. */
+static int other_operand(const graph *g, const graph_node *n, double want, bool either_order) {
+    double c;
+    if (n->num_inputs != 2) return -1;
+    if (scalar_float(g, n->inputs[1], &c) && near(c, want)) return n->inputs[0];
+    if (either_order && scalar_float(g, n->inputs[0], &c) && near(c, want)) return n->inputs[1];
+    return -1;
+}
+
+static void recount(graph *g) {
+    for (int v = 0; v < g->num_values; v++) {
+        g->values[v].num_consumers = 0;
+        g->values[v].producer = -1;
+    }
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        for (int k = 0; k < n->num_inputs; k++)
+            if (n->inputs[k] >= 0) g->values[n->inputs[k]].num_consumers++;
+        for (int k = 0; k < n->num_outputs; k++)
+            if (n->outputs[k] >= 0) g->values[n->outputs[k]].producer = i;
+    }
+}
+
+/* Points every use of value `from` at `to`. */
+static void replace_uses(graph *g, int from, int to) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        for (int k = 0; k < n->num_inputs; k++)
+            if (n->inputs[k] == from) n->inputs[k] = to;
+    }
+}
+
+/* ---- common subexpressions ---- */
+
+static bool same_attr(const graph_attr *a, const graph_attr *b) {
+    if (strcmp(a->name, b->name) != 0 || a->type != b->type || a->n != b->n) return false;
+    switch (a->type) {
+    case ATTR_FLOAT: return memcmp(&a->f, &b->f, sizeof a->f) == 0;
+    case ATTR_INT: return a->i == b->i;
+    case ATTR_STRING: return memcmp(a->s, b->s, a->n) == 0;
+    case ATTR_FLOATS: return memcmp(a->floats, b->floats, sizeof(float) * a->n) == 0;
+    case ATTR_INTS: return memcmp(a->ints, b->ints, sizeof(int64_t) * a->n) == 0;
+    case ATTR_STRINGS:
+        for (size_t i = 0; i < a->n; i++)
+            if (strcmp(a->strings[i], b->strings[i]) != 0) return false;
+        return true;
+    case ATTR_TENSOR:
+        return a->t.dtype == b->t.dtype && a->t.ndim == b->t.ndim &&
+               memcmp(a->t.dims, b->t.dims, sizeof(int64_t) * (size_t)a->t.ndim) == 0 &&
+               tensor_nbytes(&a->t) == tensor_nbytes(&b->t) && memcmp(a->t.data, b->t.data, tensor_nbytes(&a->t)) == 0;
+    }
+    return false;
+}
+
+static bool same_node(const graph_node *a, const graph_node *b) {
+    if (strcmp(a->op_type, b->op_type) != 0 || strcmp(a->domain, b->domain) != 0 || a->opset != b->opset ||
+        a->num_inputs != b->num_inputs || a->num_outputs != b->num_outputs || a->num_attrs != b->num_attrs)
+        return false;
+    if (memcmp(a->inputs, b->inputs, sizeof(int) * (size_t)a->num_inputs) != 0) return false;
+    for (int i = 0; i < a->num_attrs; i++) {
+        const graph_attr *other = graph_node_attr(b, a->attrs[i].name);
+        if (!other || !same_attr(&a->attrs[i], other)) return false;
+    }
+    return true;
+}
+
+/* Ops whose every run differs, or with no inputs to compare by. */
+static bool never_merged(const graph_node *n) {
+    return n->num_inputs == 0 || strncmp(n->op_type, "Random", 6) == 0 || strcmp(n->op_type, "Bernoulli") == 0 ||
+           strcmp(n->op_type, "Multinomial") == 0;
+}
+
+static uint64_t node_key(const graph_node *n) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = n->op_type; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (int k = 0; k < n->num_inputs; k++) h = (h ^ (uint64_t)(uint32_t)n->inputs[k]) * 1099511628211ull;
+    return h;
+}
+
+/* Small constants with equal contents become one value, so nodes reading copies of the same constant compare equal
+ * (exporters write one scalar per layer). */
+#define DEDUP_MAX_BYTES 4096
+
+static void merge_equal_constants(graph *g) {
+    bool any = false;
+    for (int v = 0; v < g->num_values; v++) {
+        const graph_value *a = &g->values[v];
+        if (a->kind != VALUE_CONSTANT || a->is_output || tensor_nbytes(&a->constant) > DEDUP_MAX_BYTES || !a->num_consumers)
+            continue;
+        for (int u = 0; u < v; u++) {
+            const graph_value *b = &g->values[u];
+            if (b->kind != VALUE_CONSTANT || !b->num_consumers || b->constant.dtype != a->constant.dtype ||
+                b->constant.ndim != a->constant.ndim ||
+                memcmp(b->constant.dims, a->constant.dims, sizeof(int64_t) * (size_t)a->constant.ndim) != 0 ||
+                tensor_nbytes(&b->constant) != tensor_nbytes(&a->constant) ||
+                memcmp(b->constant.data, a->constant.data, tensor_nbytes(&a->constant)) != 0)
+                continue;
+            replace_uses(g, v, u);
+            g->values[v].num_consumers = 0;
+            any = true;
+            break;
+        }
+    }
+    if (any) recount(g);
+}
+
+static cinfer_status merge_common_subexpressions(graph *g) {
+    merge_equal_constants(g);
+    int cap = 64;
+    while (cap < 2 * g->num_nodes + 2) cap *= 2;
+    int *table = malloc(sizeof(int) * (size_t)cap);
+    if (!table) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while merging common subexpressions");
+    for (int i = 0; i < cap; i++) table[i] = -1;
+    bool any = false;
+    for (int i = 0; i < g->num_nodes; i++) { /* topological order: a merge's new inputs are already final */
+        graph_node *n = &g->nodes[i];
+        if (n->removed || never_merged(n)) continue;
+        uint32_t slot = (uint32_t)node_key(n) & (uint32_t)(cap - 1);
+        int match = -1;
+        for (; table[slot] >= 0; slot = (slot + 1) & (uint32_t)(cap - 1))
+            if (same_node(&g->nodes[table[slot]], n)) {
+                match = table[slot];
+                break;
+            }
+        bool mergeable = match >= 0;
+        for (int k = 0; mergeable && k < n->num_outputs; k++)
+            mergeable = n->outputs[k] < 0 || (!g->values[n->outputs[k]].is_output && g->nodes[match].outputs[k] >= 0);
+        if (!mergeable) {
+            if (match < 0) table[slot] = i;
+            continue;
+        }
+        for (int k = 0; k < n->num_outputs; k++)
+            if (n->outputs[k] >= 0) replace_uses(g, n->outputs[k], g->nodes[match].outputs[k]);
+        n->removed = true;
+        any = true;
+    }
+    free(table);
+    if (any) recount(g);
+    return CINFER_OK;
+}
+
+/* ---- GELU ---- */
+
+static cinfer_status become_gelu(graph_node *n, int x) {
+    char *op = strdup("Gelu");
+    if (!op) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing GELU at '%s'", n->name);
+    free(n->op_type);
+    n->op_type = op;
+    n->inputs[0] = x;
+    n->num_inputs = 1;
+    for (int a = 0; a < n->num_attrs; a++) graph_attr_clear(&n->attrs[a]);
+    n->num_attrs = 0;
+    n->schema = op_schema_find("", "Gelu");
+    n->schema_index = op_schema_index(n->schema);
+    return CINFER_OK;
+}
+
+static cinfer_status fuse_gelu(graph *g) {
+    if (!op_schema_find("", "Gelu")) return CINFER_OK;
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *erf = &g->nodes[i];
+        if (!is_op(erf, "Erf") || erf->num_inputs != 1 || !single_use(g, erf->inputs[0]) ||
+            !single_use(g, erf->outputs[0]))
+            continue;
+        int scale = producer_node(g, erf->inputs[0]);
+        if (scale < 0) continue;
+        const graph_node *sn = &g->nodes[scale];
+        int x = is_op(sn, "Div") ? other_operand(g, sn, sqrt(2.0), false)
+                : is_op(sn, "Mul") ? other_operand(g, sn, 1.0 / sqrt(2.0), true) : -1;
+        if (x < 0) continue;
+        int add = only_consumer(g, erf->outputs[0]);
+        if (add < 0 || !is_op(&g->nodes[add], "Add") || other_operand(g, &g->nodes[add], 1.0, true) != erf->outputs[0] ||
+            !single_use(g, g->nodes[add].outputs[0]))
+            continue;
+        int p = g->nodes[add].outputs[0];
+        int m1 = only_consumer(g, p);
+        if (m1 < 0 || !is_op(&g->nodes[m1], "Mul") || g->nodes[m1].num_inputs != 2 || !single_use(g, g->nodes[m1].outputs[0]))
+            continue;
+        const graph_node *mn = &g->nodes[m1];
+        int h = mn->outputs[0];
+        int m2 = only_consumer(g, h);
+        if (m2 < 0 || !is_op(&g->nodes[m2], "Mul") || g->nodes[m2].num_inputs != 2) continue;
+        const graph_node *m2n = &g->nodes[m2];
+        bool half_first = other_operand(g, mn, 0.5, true) == p &&                      /* (0.5 * p) * x */
+                          ((m2n->inputs[0] == x && m2n->inputs[1] == h) || (m2n->inputs[0] == h && m2n->inputs[1] == x));
+        bool x_first = ((mn->inputs[0] == x && mn->inputs[1] == p) || (mn->inputs[0] == p && mn->inputs[1] == x)) &&
+                       other_operand(g, m2n, 0.5, true) == h;                          /* (x * p) * 0.5 */
+        if (!half_first && !x_first) continue;
+        CINFER_TRY(become_gelu(&g->nodes[m2], x));
+        g->nodes[scale].removed = g->nodes[i].removed = g->nodes[add].removed = g->nodes[m1].removed = true;
+        recount(g);
+    }
+    return CINFER_OK;
+}
+
+/* ---- Softmax NaN guard ---- */
+
+static bool scalar_zero(const graph *g, int v) {
+    if (v < 0 || g->values[v].kind != VALUE_CONSTANT || tensor_numel(&g->values[v].constant) != 1) return false;
+    const tensor *t = &g->values[v].constant;
+    switch (t->dtype) {
+    case CINFER_DTYPE_FLOAT: return ((const float *)t->data)[0] == 0.0f;
+    case CINFER_DTYPE_DOUBLE: return ((const double *)t->data)[0] == 0.0;
+    case CINFER_DTYPE_FLOAT16:
+    case CINFER_DTYPE_BFLOAT16: return (((const uint16_t *)t->data)[0] & 0x7FFF) == 0;
+    default: return false;
+    }
+}
+
+/* Where(IsNaN(p), 0, p) after p = Softmax(x) (PyTorch's scaled_dot_product_attention export guards fully masked
+ * rows so) becomes the Softmax's own "cinfer_nan_to_zero": two kernels and a pass over the scores saved. */
+static cinfer_status fuse_softmax_nan_guard(graph *g) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *sm = &g->nodes[i];
+        if (!is_op(sm, "Softmax") || graph_node_attr(sm, "cinfer_nan_to_zero")) continue;
+        int p = sm->outputs[0];
+        if (g->values[p].is_output || g->values[p].num_consumers != 2) continue;
+        int isnan = -1, where = -1;
+        for (int j = i + 1; j < g->num_nodes; j++) {
+            const graph_node *n = &g->nodes[j];
+            if (n->removed) continue;
+            if (is_op(n, "IsNaN") && n->inputs[0] == p) isnan = j;
+            else if (is_op(n, "Where") && n->num_inputs == 3 && n->inputs[2] == p) where = j;
+        }
+        if (isnan < 0 || where < 0) continue;
+        const graph_node *w = &g->nodes[where];
+        if (w->inputs[0] != g->nodes[isnan].outputs[0] || !single_use(g, w->inputs[0]) || !scalar_zero(g, w->inputs[1]) ||
+            g->values[w->outputs[0]].is_output)
+            continue;
+        graph_attr *attrs = realloc(sm->attrs, sizeof(graph_attr) * (size_t)(sm->num_attrs + 1));
+        if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", sm->name);
+        sm->attrs = attrs;
+        graph_attr *a = &sm->attrs[sm->num_attrs];
+        memset(a, 0, sizeof *a);
+        a->name = strdup("cinfer_nan_to_zero");
+        if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", sm->name);
+        a->type = ATTR_INT;
+        a->i = 1;
+        sm->num_attrs++;
+        replace_uses(g, g->nodes[where].outputs[0], p);
+        g->nodes[where].removed = g->nodes[isnan].removed = true;
+        recount(g);
+    }
+    return CINFER_OK;
+}
+
+/* ---- scale folding ---- */
+
+static bool is_reindexing(const graph_node *n) {
+    return is_op(n, "Reshape") || is_op(n, "Transpose") || is_op(n, "Squeeze") || is_op(n, "Unsqueeze") ||
+           is_op(n, "Flatten");
+}
+
+static bool float_constant(const graph *g, int v) {
+    return v >= 0 && g->values[v].kind == VALUE_CONSTANT && g->values[v].constant.dtype == CINFER_DTYPE_FLOAT;
+}
+
+/* A new constant holding `src` times c (src may be shared with other nodes, so it is never scaled in place). */
+static int scaled_copy(graph *g, int src, double c) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/scaled", g->values[src].name);
+    int v = graph_new_value(g, name);
+    if (v < 0) return -1;
+    graph_value *s = &g->values[src], *d = &g->values[v];
+    d->kind = VALUE_CONSTANT;
+    d->dtype = s->dtype;
+    d->ndim = s->ndim;
+    memcpy(d->dims, s->dims, sizeof d->dims);
+    d->constant = s->constant;
+    d->constant.data = core_aligned_alloc(tensor_nbytes(&s->constant));
+    if (!d->constant.data) return -1;
+    int64_t count = tensor_numel(&s->constant);
+    const float *from = s->constant.data;
+    float *to = d->constant.data;
+    for (int64_t i = 0; i < count; i++) to[i] = (float)(from[i] * c);
+    return v;
+}
+
+static cinfer_status fold_scales(graph *g) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *mul = &g->nodes[i];
+        bool div = is_op(mul, "Div");
+        if ((!div && !is_op(mul, "Mul")) || mul->num_inputs != 2 || g->values[mul->outputs[0]].is_output) continue;
+        double c;
+        int v = scalar_float(g, mul->inputs[1], &c) ? mul->inputs[0]
+                : !div && scalar_float(g, mul->inputs[0], &c) ? mul->inputs[1] : -1;
+        if (div) c = 1.0 / c; /* x / c: the scale is 1/c */
+        if (v < 0 || g->values[v].kind == VALUE_CONSTANT || !isfinite(c) || c == 0) continue;
+        int u = v;
+        while (single_data_use(g, u) && producer_node(g, u) >= 0 && is_reindexing(&g->nodes[producer_node(g, u)]))
+            u = g->nodes[producer_node(g, u)].inputs[0];
+        if (!single_data_use(g, u) || producer_node(g, u) < 0) continue;
+        int add = -1, matmul = producer_node(g, u), bias = -1;
+        if (is_op(&g->nodes[matmul], "Add")) {
+            add = matmul;
+            const graph_node *an = &g->nodes[add];
+            int m = float_constant(g, an->inputs[1]) ? an->inputs[0] : float_constant(g, an->inputs[0]) ? an->inputs[1] : -1;
+            if (m < 0 || !single_data_use(g, m) || producer_node(g, m) < 0) continue;
+            bias = m == an->inputs[0] ? an->inputs[1] : an->inputs[0];
+            if (g->values[bias].constant.ndim > 1) continue; /* a per-output-column vector or a scalar only */
+            matmul = producer_node(g, m);
+        }
+        const graph_node *mm = &g->nodes[matmul];
+        if (!is_op(mm, "MatMul") || !float_constant(g, mm->inputs[1])) continue;
+        int w = scaled_copy(g, mm->inputs[1], c);
+        int b = bias >= 0 ? scaled_copy(g, bias, c) : -2;
+        if (w < 0 || b == -1) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while folding a scale into '%s'", mm->name);
+        g->nodes[matmul].inputs[1] = w;
+        if (add >= 0) {
+            graph_node *an = &g->nodes[add];
+            an->inputs[an->inputs[0] == bias ? 0 : 1] = b;
+        }
+        mul = &g->nodes[i];
+        replace_uses(g, mul->outputs[0], v);
+        mul->removed = true;
+        recount(g);
+    }
+    return CINFER_OK;
+}
+
+cinfer_status graph_fuse(graph *g) {
+    recount(g);
+    CINFER_TRY(merge_common_subexpressions(g));
+    CINFER_TRY(fuse_gelu(g));
+    CINFER_TRY(fuse_softmax_nan_guard(g));
+    CINFER_TRY(fold_scales(g));
+    return CINFER_OK;
+}

@@ -1,0 +1,142 @@
+"""Load-time fusions (graph/fusion.c): each pattern is rewritten (the optimised graph's op histogram shows it) and the
+results still match onnxruntime; near-misses of each pattern are left alone."""
+import ctypes
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cinfer_ctypes import Session
+
+N = helper.make_node
+
+
+def model(nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, "fusion", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def ops_of(lib, s):
+    L = lib.lib
+    L.cinfer_model_num_op_types.argtypes = [ctypes.c_void_p]
+    L.cinfer_model_num_op_types.restype = ctypes.c_size_t
+    L.cinfer_model_op_type.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                       ctypes.POINTER(ctypes.c_size_t)]
+    hist = {}
+    for i in range(L.cinfer_model_num_op_types(s.model)):
+        name, count = ctypes.c_char_p(), ctypes.c_size_t()
+        lib.check(L.cinfer_model_op_type(s.model, i, ctypes.byref(name), ctypes.byref(count)))
+        hist[name.value.decode()] = count.value
+    return hist
+
+
+def check_against_ort(lib, m, feeds, rtol=1e-5, atol=1e-6):
+    s = Session(lib, m.SerializeToString())
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for w, g in zip(want, s.run(feeds)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return ops_of(lib, s)
+
+
+def f32(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("form", ["half_first", "x_first", "mul_inv_sqrt2"])
+def test_erf_gelu_becomes_one_node(lib, form):
+    c = {"sqrt2": np.array(np.sqrt(2), np.float32), "inv": np.array(1 / np.sqrt(2), np.float32),
+         "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+    scale = N("Mul", ["x", "inv"], ["t"]) if form == "mul_inv_sqrt2" else N("Div", ["x", "sqrt2"], ["t"])
+    tail = ([N("Mul", ["half", "p"], ["h"]), N("Mul", ["x", "h"], ["y"])] if form == "half_first"
+            else [N("Mul", ["p", "x"], ["h"]), N("Mul", ["h", "half"], ["y"])])
+    m = model([scale, N("Erf", ["t"], ["e"]), N("Add", ["one", "e"], ["p"])] + tail,
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])], c)
+    ops = check_against_ort(lib, m, {"x": f32(4, 32) * 3})
+    assert ops == {"Gelu": 1}, ops
+
+
+def test_gelu_with_an_intermediate_used_elsewhere_is_left_alone(lib):
+    c = {"sqrt2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+    m = model([N("Div", ["x", "sqrt2"], ["t"]), N("Erf", ["t"], ["e"]), N("Add", ["e", "one"], ["p"]),
+               N("Mul", ["x", "p"], ["h"]), N("Mul", ["h", "half"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8]),
+               helper.make_tensor_value_info("e", TensorProto.FLOAT, [4, 8])], c)
+    ops = check_against_ort(lib, m, {"x": f32(4, 8)})
+    assert "Gelu" not in ops and ops["Erf"] == 1
+
+
+def test_common_subexpressions_and_equal_constants_merge(lib):
+    """Two layers rebuild the same additive mask from per-layer copies of one scalar: one Where remains."""
+    c = {"zero_a": np.array(0, np.float32), "zero_b": np.array(0, np.float32),
+         "neg_a": np.array(-1e4, np.float32), "neg_b": np.array(-1e4, np.float32)}
+    m = model([N("Cast", ["mask"], ["keep"], to=TensorProto.BOOL),
+               N("Where", ["keep", "zero_a", "neg_a"], ["add_a"]), N("Add", ["x", "add_a"], ["y_a"]),
+               N("Where", ["keep", "zero_b", "neg_b"], ["add_b"]), N("Add", ["y_a", "add_b"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+               helper.make_tensor_value_info("mask", TensorProto.INT64, [2, 6])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])], c)
+    mask = np.array([[1, 1, 0, 1, 0, 0], [1] * 6], np.int64)
+    ops = check_against_ort(lib, m, {"x": f32(2, 6), "mask": mask})
+    assert ops["Where"] == 1 and ops["Add"] == 2
+
+
+def softmax_guard_model(zero_dtype=np.float32):
+    return model([N("Add", ["x", "m"], ["s"]), N("Softmax", ["s"], ["p"], axis=-1), N("IsNaN", ["p"], ["nan"]),
+                  N("Where", ["nan", "zero", "p"], ["w"]), N("Relu", ["w"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5]),
+                  helper.make_tensor_value_info("m", TensorProto.FLOAT, [3, 5])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])], {"zero": np.array(0, zero_dtype)})
+
+
+def test_softmax_nan_guard_is_fused_and_zeroes_fully_masked_rows(lib):
+    mask = np.zeros((3, 5), np.float32)
+    mask[0, 2:] = -np.inf
+    mask[1, :] = -np.inf  # every position masked: softmax gives NaN, the guard 0
+    x = f32(3, 5)
+    x[2, 1] = np.nan       # a NaN input poisons its row the same way
+    ops = check_against_ort(lib, softmax_guard_model(), {"x": x, "m": mask})
+    assert ops == {"Add": 1, "Softmax": 1, "Relu": 1}, ops
+    got = Session(lib, softmax_guard_model().SerializeToString()).run({"x": x, "m": mask})[0]
+    assert np.all(got[1] == 0) and np.all(got[2] == 0) and np.all(np.isfinite(got))
+    half = Session(lib, softmax_guard_model().SerializeToString(), options={"precision": "fp16"}).run({"x": x, "m": mask})[0]
+    assert np.all(half[1] == 0) and np.all(half[2] == 0)
+
+
+def test_a_nonzero_guard_value_is_not_fused(lib):
+    m = softmax_guard_model()
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array(1, np.float32), "zero"))  # Where(nan, 1, p)
+    ops = check_against_ort(lib, m, {"x": f32(3, 5), "m": np.zeros((3, 5), np.float32)})
+    assert ops["Where"] == 1 and ops["IsNaN"] == 1
+
+
+def attention_scale_model(shared_bias):
+    """q = Transpose(Reshape(x @ Wq + b)) * 0.35: the scale folds into Wq and b (b may be shared with another
+    projection, which must keep the unscaled values); Shape of an intermediate does not block it."""
+    inits = {"wq": f32(16, 16, seed=1), "wk": f32(16, 16, seed=2), "b": f32(16, seed=3), "b2": f32(16, seed=4),
+             "shape": np.array([2, 3, 4, 4], np.int64), "s": np.array(0.35, np.float32)}
+    nodes = [N("MatMul", ["x", "wq"], ["mq"]), N("Add", ["mq", "b"], ["lq"]), N("Reshape", ["lq", "shape"], ["rq"]),
+             N("Transpose", ["rq"], ["tq"], perm=[0, 2, 1, 3]), N("Shape", ["tq"], ["tq_shape"]),
+             N("Mul", ["tq", "s"], ["qs"]), N("Relu", ["qs"], ["q"]),
+             N("MatMul", ["x", "wk"], ["mk"]), N("Add", ["mk", "b" if shared_bias else "b2"], ["k"])]
+    return model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
+                 [helper.make_tensor_value_info("q", TensorProto.FLOAT, None),
+                  helper.make_tensor_value_info("k", TensorProto.FLOAT, None),
+                  helper.make_tensor_value_info("tq_shape", TensorProto.INT64, None)], inits)
+
+
+@pytest.mark.parametrize("shared_bias", [False, True])
+def test_scalar_scale_folds_into_the_linear(lib, shared_bias):
+    ops = check_against_ort(lib, attention_scale_model(shared_bias), {"x": f32(2, 3, 16)}, rtol=1e-5, atol=1e-5)
+    assert "Mul" not in ops, ops
+
+
+def test_scale_after_a_non_constant_product_stays(lib):
+    m = model([N("MatMul", ["x", "x2"], ["p"]), N("Div", ["p", "s"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+               helper.make_tensor_value_info("x2", TensorProto.FLOAT, [4, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])], {"s": np.array(8, np.float32)})
+    ops = check_against_ort(lib, m, {"x": f32(3, 4), "x2": f32(4, 3, seed=1)})
+    assert ops["Div"] == 1
