@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "graph/op_schema.h"
 #include "graph/planner.h"
+#include "runtime/fault_backend.h"
 #include "runtime/model.h"
 
 #define PLAN_CACHE_SIZE 8
@@ -294,6 +295,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
         free(s);
         return st;
     }
+    fault_backend_wrap(&s->backend, run_graph); /* test-only fault points, off unless CINFER_FAULT_INJECTION=1 */
     st = check_backend_ops(s);
     if (st == CINFER_OK && max_batch > 0) st = check_capacity(s, max_batch, dim_keys, dim_values, num_dims);
     if (st != CINFER_OK) {

@@ -12,6 +12,11 @@ int faults_enabled(void) {
     return v && v[0];
 }
 
+int faults_engine_enabled(void) {
+    const char *gate = getenv("CINFER_FAULT_INJECTION"), *a = getenv("CINFER_FAULT_ALLOC"), *c = getenv("CINFER_FAULT_COPY");
+    return gate && !strcmp(gate, "1") && ((a && a[0]) || (c && c[0]));
+}
+
 /* The rules text: the variable itself, or the contents of the file after '@' (empty when it cannot be read). */
 static void read_rules(char *buf, size_t n) {
     const char *v = getenv(FAULTS_ENV);
@@ -29,7 +34,8 @@ static void read_rules(char *buf, size_t n) {
 }
 
 cinfer_status faults_check_run(const char *model, int64_t batch, model_request *const *reqs, size_t n, char *msg,
-                               size_t msg_len) {
+                               size_t msg_len, int *device_failed) {
+    *device_failed = 0;
     if (!faults_enabled()) return CINFER_OK;
     char buf[4096];
     read_rules(buf, sizeof buf);
@@ -48,11 +54,14 @@ cinfer_status faults_check_run(const char *model, int64_t batch, model_request *
                          batch, limit, FAULTS_ENV, name, arg);
                 return CINFER_ERR_OUT_OF_MEMORY;
             }
-        } else if (!strcmp(kind, "run_error")) {
+        } else if (!strcmp(kind, "run_error") || !strcmp(kind, "device_fail")) {
+            int dev = kind[0] == 'd';
             for (size_t i = 0; i < n; i++)
                 if (reqs[i]->id && !strcmp(reqs[i]->id, arg)) {
-                    snprintf(msg, msg_len, "injected kernel failure for request '%s' (%s rule run_error=%s:%s)", arg,
-                             FAULTS_ENV, name, arg);
+                    snprintf(msg, msg_len, "injected %s for request '%s' (%s rule %s=%s:%s)",
+                             dev ? "device failure (as a sticky CUDA error)" : "kernel failure", arg, FAULTS_ENV, kind,
+                             name, arg);
+                    *device_failed = dev;
                     return CINFER_ERR_RUNTIME;
                 }
         }

@@ -57,7 +57,10 @@ int model_version_check_devices(model_version *mv) {
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
         int dev = instance_gpu(inst);
-        if (dev < 0) continue;
+        if (dev < 0) { /* never asked; marked only by the test fault device_fail (faults.h) */
+            failed += atomic_load(&inst->device_failed);
+            continue;
+        }
         cinfer_device_info info;
         if (!atomic_load(&inst->device_failed) && cinfer_cuda_device_info(dev, &info) == CINFER_OK && info.failed) {
             atomic_store(&inst->device_failed, 1);
@@ -73,9 +76,11 @@ int model_version_check_devices(model_version *mv) {
 int model_version_unavailable(const model_version *mv, serve_error *e) {
     for (size_t i = 0; i < mv->num_instances; i++)
         if (atomic_load(&mv->instances[i].device_failed)) {
-            serve_fail(e, SERVE_UNAVAILABLE, "model '%s' version %s is unavailable: its device %s failed with a sticky "
-                                             "CUDA error and refuses work until the server restarts", mv->name,
-                       mv->version_str, mv->instances[i].device);
+            serve_fail(e, SERVE_UNAVAILABLE, "model '%s' version %s is unavailable: its device %s failed with %s and "
+                                             "refuses work until the server restarts", mv->name, mv->version_str,
+                       mv->instances[i].device, instance_gpu(&mv->instances[i]) >= 0
+                                                    ? "a sticky CUDA error"
+                                                    : "an injected device failure (" FAULTS_ENV " device_fail)");
             return 1;
         }
     return 0;
@@ -149,7 +154,8 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
     }
     uint64_t input_end = stats_now_ns();
     char fault[512] = "";
-    cinfer_status st = faults_check_run(mv->name, b->total, b->reqs, b->n, fault, sizeof fault);
+    int injected_device_failure = 0;
+    cinfer_status st = faults_check_run(mv->name, b->total, b->reqs, b->n, fault, sizeof fault, &injected_device_failure);
     if (st == CINFER_OK) st = cinfer_session_run(inst->session, inst->inputs, ni, outs, no);
     if (inst->test_delay_ms) {
         struct timespec ts = {(time_t)(inst->test_delay_ms / 1000), (long)(inst->test_delay_ms % 1000) * 1000000L};
@@ -170,7 +176,12 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
         serve_fail(&e, code, "model '%s' version %s failed to run%s: %s: %s", mv->name, mv->version_str,
                    b->n > 1 ? " a batch" : "", cinfer_status_name(st), why);
         /* a kernel failure may be a sticky CUDA error: then the device is gone and the answer is 503 */
-        if (st == CINFER_ERR_RUNTIME && instance_gpu(inst) >= 0 && model_version_check_devices(mv) &&
+        if (injected_device_failure && !atomic_exchange(&inst->device_failed, 1))
+            log_error("model '%s' version %s instance %s: device %s has failed (injected: %s); the model is not ready and "
+                      "the server reports not live until the process restarts", mv->name, mv->version_str, inst->name,
+                      inst->device, fault);
+        if (st == CINFER_ERR_RUNTIME &&
+            (injected_device_failure || (instance_gpu(inst) >= 0 && model_version_check_devices(mv))) &&
             atomic_load(&inst->device_failed)) {
             char msg[sizeof e.msg];
             snprintf(msg, sizeof msg, "%s", e.msg);
@@ -619,6 +630,10 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
     if (faults_enabled())
         log_warn("model '%s': fault injection is on (%s=%s): executions may fail on purpose; for tests only", name, FAULTS_ENV,
                  getenv(FAULTS_ENV));
+    if (faults_engine_enabled())
+        log_warn("model '%s': the engine's fault points are on (CINFER_FAULT_ALLOC=%s, CINFER_FAULT_COPY=%s): allocations "
+                 "and copies may fail on purpose; for tests only", name, getenv("CINFER_FAULT_ALLOC") ? getenv("CINFER_FAULT_ALLOC") : "",
+                 getenv("CINFER_FAULT_COPY") ? getenv("CINFER_FAULT_COPY") : "");
     char threads[16];
     snprintf(threads, sizeof threads, "%d", opt->threads);
     const char *keys[] = {"threads"}, *vals[] = {threads};

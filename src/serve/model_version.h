@@ -50,7 +50,8 @@ typedef struct model_instance {
     uint64_t cap_successes;      /* successful executions since the cap last moved (worker thread only) */
     _Atomic uint64_t oom_events; /* executions on this instance that ran out of memory */
     int64_t probed_max_batch;    /* --probe-max-batch result; 0 = not probed */
-    _Atomic int device_failed;   /* 1 once its GPU reported a sticky error (cinfer_device_info.failed) */
+    _Atomic int device_failed;   /* 1 once its GPU reported a sticky error (cinfer_device_info.failed), or the test
+                                  * fault device_fail marked it (faults.h) */
 } model_instance;
 
 typedef struct model_version {
@@ -84,7 +85,7 @@ int model_version_submit(model_version *mv, model_request *r, serve_error *e);
 json_t *model_version_stats_json(const model_version *mv);
 /* Asks the engine whether the GPUs of mv's instances have failed (cinfer_cuda_device_info(...).failed; CPU
  * instances are not asked, so CPU-only models never load CUDA) and marks those instances. Returns how many
- * instances are on a failed device. */
+ * instances are on a failed device (CPU instances count when the test fault device_fail marked them, faults.h). */
 int model_version_check_devices(model_version *mv);
 /* 1 with a 503 in e (naming the model and device) when an instance of mv is on a failed device: the version is
  * not ready and refuses inference until the process restarts. Reads the marks only (no engine call). */

@@ -636,9 +636,14 @@ json_t *repo_index_json(repo *r, int ready_only) {
         }
         for (size_t k = 0; k < m->num_entries; k++) {
             repo_entry *en = &m->entries[k];
-            if (ready_only && !en->mv) continue;
+            /* a loaded version whose device failed (sticky CUDA error) is UNAVAILABLE until the restart, its reason
+             * the 503 its requests get (docs/resilience.md) */
+            serve_error dead = {0};
+            int failed = en->mv && model_version_check_devices(en->mv) && model_version_unavailable(en->mv, &dead);
+            if (ready_only && (!en->mv || failed)) continue;
             json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", m->name, "version", en->version_str, "state",
-                                               en->state, "reason", en->reason ? en->reason : ""));
+                                               failed ? "UNAVAILABLE" : en->state, "reason",
+                                               failed ? dead.msg : en->reason ? en->reason : ""));
         }
     }
     pthread_mutex_unlock(&r->lock);

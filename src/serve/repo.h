@@ -40,7 +40,8 @@ int repo_acquire(repo *r, const char *name, const char *version, model_version *
 int repo_ready(repo *r, int strict);
 repo_control repo_mode(const repo *r);
 
-/* [{"name","version","state","reason"}]; ready_only keeps READY entries. New reference. */
+/* [{"name","version","state","reason"}]; ready_only keeps READY entries. A loaded version with an instance on a
+ * failed device (model_version_check_devices) is UNAVAILABLE, its reason naming the device. New reference. */
 json_t *repo_index_json(repo *r, int ready_only);
 /* {"model_stats":[...]} for all models (name NULL) or one model (version NULL = all its versions). */
 json_t *repo_stats_json(repo *r, const char *name, const char *version, serve_error *e);

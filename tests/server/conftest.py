@@ -123,6 +123,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def server_env():
+    """The server's environment. Under the sanitizer build (ctest preloads ASan into Python with detect_leaks=0, as
+    Python's own allocations are not ours) the server gets LeakSanitizer back, with tests/server/lsan.supp: a leak
+    then fails the test through the server's exit status (1) and its report in the log."""
+    env = dict(os.environ)
+    asan = env.get("ASAN_OPTIONS", "")
+    if "detect_leaks=0" in asan:
+        env["ASAN_OPTIONS"] = asan.replace("detect_leaks=0", "detect_leaks=1")
+        env.setdefault("LSAN_OPTIONS", f"suppressions={ROOT / 'tests' / 'server' / 'lsan.supp'}:print_suppressions=0")
+    return env
+
+
 class Server:
     """A running cinfer-server process on loopback."""
 
@@ -134,7 +146,7 @@ class Server:
         self.log = open(self.log_path, "w")
         cmd = [SERVER, "--model-repository", str(repo), "--http-port", str(self.port), "--metrics-port",
                str(self.metrics_port), "--threads", "1", *args]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=server_env())
         self._wait("/v2/health/ready" if wait_ready else "/v2/health/live")
 
     def _wait(self, path, timeout=60):

@@ -1,7 +1,7 @@
 """Fault injection (docs/resilience.md): a kernel failure injected for chosen requests of one model gets a clear 500
 counted as nv_inference_request_failure{reason="BACKEND"} while that model's other requests and the other models keep
 serving; the switch is off unless CINFER_SERVE_FAULTS is set; and on a GPU a real sticky CUDA error
-(CINFER_FAULT_INJECTION) turns that device's models not-ready and 503, makes /v2/health/live answer 400 so an
+(CINFER_FAULT_INJECTION) turns that device's models not-ready, UNAVAILABLE in the repository index and 503, makes /v2/health/live answer 400 so an
 orchestrator restarts the process, while a CPU model keeps serving."""
 import threading
 
@@ -92,6 +92,10 @@ def test_sticky_cuda_error_poisons_the_device_not_the_server(tmp_path, monkeypat
     assert s.request("GET", "/v2/models/ongpu/ready")[0] == 400
     status, body = infer(s, "ongpu", x)
     assert status == 503 and "device cuda:" in body["error"] and "failed" in body["error"], body
+    status, entries = s.json("POST", "/v2/repository/index", {})
+    states = {e["name"]: e for e in entries}
+    assert states["ongpu"]["state"] == "UNAVAILABLE" and "device cuda:" in states["ongpu"]["reason"], entries
+    assert states["oncpu"]["state"] == "READY", entries
     assert s.request("GET", "/v2/models/oncpu/ready")[0] == 200
     assert correct(*infer(s, "oncpu", x), x)
     assert "has failed (sticky CUDA error)" in s.logs()
