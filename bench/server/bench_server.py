@@ -6,9 +6,13 @@ the run, divided by the inferences the server's statistics counted in the same r
 cores, so the machine's total CPU would mix the two: only the server process is counted.
 
 Usage: .venv/bin/python bench/server/bench_server.py [--server build/cinfer-server] [--concurrency 1 4 8]
-           [--requests 3000] [--http-threads 4] [--shared-memory] [--perf-record DIR]
+           [--requests 3000] [--http-threads 4] [--shared-memory] [--perf-record DIR] [--syscalls]
 perf_analyzer comes from scripts/perf_analyzer.sh --install (run by scripts/setup.sh --test).
 --perf-record DIR also runs `perf record -g` on the server during the concurrency-8 run (perf.data + a report).
+--syscalls runs `perf stat` on the server during each run and adds its system calls and context switches per
+inference (counts, so much less sensitive than CPU time to what else the machine runs; needs perf and tracepoint
+access, e.g. root or kernel.perf_event_paranoid <= 1). Tracing every system call slows the server: take the CPU
+times from a run without --syscalls.
 """
 import argparse
 import csv
@@ -79,7 +83,12 @@ def run_level(args, base, url, pid, concurrency, shm, out_dir, perf_record=None)
            "--output-tensor-format", "binary", "-f", str(csv_path)]
     if shm:
         cmd += ["--shared-memory", "system", "--output-shared-memory-size", "4096"]
-    rec = None
+    rec = stat = None
+    if args.syscalls:
+        stat_path = out_dir / f"c{concurrency}{'-shm' if shm else ''}.perfstat"
+        stat = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(stat_path), "-e", "raw_syscalls:sys_enter,context-switches",
+                                 "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
     if perf_record:
         rec = subprocess.Popen(["perf", "record", "-g", "-F", "2000", "-p", str(pid), "-o", str(perf_record / "perf.data")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -90,13 +99,26 @@ def run_level(args, base, url, pid, concurrency, shm, out_dir, perf_record=None)
     if rec:
         rec.send_signal(signal.SIGINT)
         rec.wait()
+    syscalls = switches = None
+    if stat:
+        stat.send_signal(signal.SIGINT)
+        stat.wait()
+        counts = {}
+        for line in stat_path.read_text().splitlines():
+            f = line.split(",")
+            if len(f) > 2 and f[0].strip().isdigit():
+                counts[f[2]] = int(f[0])
+        n = max(1, n1 - n0)  # the counts also include the stats requests around the run: a few in thousands
+        syscalls = counts.get("raw_syscalls:sys_enter", 0) / n
+        switches = counts.get("context-switches", 0) / n
     if r.returncode != 0:
         sys.exit(f"perf_analyzer failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     row = list(csv.DictReader(io.StringIO(csv_path.read_text())))[0]
     return {"concurrency": concurrency, "shm": shm, "throughput": float(row["Inferences/Second"]),
             "p50_us": int(row["p50 latency"]), "p99_us": int(row["p99 latency"]), "inferences": n1 - n0,
             "cpu_s": c1 - c0, "cpu_us_per_inf": (c1 - c0) / max(1, n1 - n0) * 1e6,
-            "server_queue_us": int(row["Server Queue"]), "server_infer_us": int(row["Server Compute Infer"])}
+            "server_queue_us": int(row["Server Queue"]), "server_infer_us": int(row["Server Compute Infer"]),
+            "syscalls": syscalls, "switches": switches}
 
 
 def main():
@@ -110,6 +132,7 @@ def main():
     ap.add_argument("--http-threads", type=int, default=4)
     ap.add_argument("--shared-memory", action="store_true", help="also run each level with --shared-memory=system")
     ap.add_argument("--perf-record", metavar="DIR", help="perf record the server during the highest-concurrency run")
+    ap.add_argument("--syscalls", action="store_true", help="perf stat the server's system calls and context switches")
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="cinfer-bench-server-"))
@@ -151,12 +174,14 @@ def main():
     print(f"- **Server:** `{os.path.relpath(args.server, ROOT)} --threads 1 --http-threads {args.http_threads}`, model "
           f"`mlp` 16-32-5 FP32 (auto-completed config, max_batch_size 4, one CPU instance), batch 1.")
     print()
+    extra = " system calls / inference | context switches / inference |" if args.syscalls else ""
     print("| concurrency | tensors | throughput infer/s | p50 µs | p99 µs | server CPU µs / inference | "
-          "server queue µs | server compute µs |")
-    print("|---|---|---|---|---|---|---|---|")
+          "server queue µs | server compute µs |" + extra)
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.syscalls else ""))
     for r in rows:
+        cols = f" {r['syscalls']:.1f} | {r['switches']:.2f} |" if args.syscalls else ""
         print(f"| {r['concurrency']} | {'system shm' if r['shm'] else 'binary'} | {r['throughput']:.0f} | {r['p50_us']} | "
-              f"{r['p99_us']} | {r['cpu_us_per_inf']:.1f} | {r['server_queue_us']} | {r['server_infer_us']} |")
+              f"{r['p99_us']} | {r['cpu_us_per_inf']:.1f} | {r['server_queue_us']} | {r['server_infer_us']} |" + cols)
     shutil.rmtree(work, ignore_errors=True)
     if args.perf_record:
         rep = subprocess.run(["perf", "report", "-i", str(pathlib.Path(args.perf_record) / "perf.data"), "--no-children",

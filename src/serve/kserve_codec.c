@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,69 @@ static const struct {
     {"INT64", CINFER_DTYPE_INT64}, {"FP16", CINFER_DTYPE_FLOAT16},  {"FP32", CINFER_DTYPE_FLOAT},    {"FP64", CINFER_DTYPE_DOUBLE},
     {"BYTES", CINFER_DTYPE_STRING}, {"BF16", CINFER_DTYPE_BFLOAT16},
 };
+
+/* ---- the parse arena ----
+ * Parsing one request's JSON makes some 50 small jansson allocations (nodes, keys, hash buckets, token buffers), and
+ * every one is freed before kserve_parse_infer returns (the request keeps copies, never a json_t). While a parse runs
+ * they come from a bump arena of the parsing thread, reset when it returns; kserve_codec_init routes jansson's
+ * allocations through the two functions below, which are plain malloc/free outside a parse, once the arena is full,
+ * and for every pointer outside the calling thread's arena (so a json_t made anywhere else is freed as before). */
+#define PARSE_ARENA_SIZE (32u << 10)
+
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+static pthread_key_t arena_key; /* frees a thread's arena when the thread exits */
+static _Thread_local struct {
+    unsigned char *base;
+    size_t used;
+    int active;
+} parse_arena;
+
+static void *codec_json_malloc(size_t n) {
+    if (parse_arena.active) {
+        size_t a = (n + 15) & ~(size_t)15;
+        if (a >= n && a <= PARSE_ARENA_SIZE - parse_arena.used) {
+            void *p = parse_arena.base + parse_arena.used;
+            parse_arena.used += a;
+            return p;
+        }
+    }
+    return malloc(n);
+}
+
+static void codec_json_free(void *p) {
+    unsigned char *c = p, *b = parse_arena.base;
+    if (b && c >= b && c < b + PARSE_ARENA_SIZE) return; /* reclaimed when the parse ends */
+    free(p);
+}
+
+static void arena_init_once(void) {
+    if (pthread_key_create(&arena_key, free) != 0) return; /* no arena: parsing allocates as before */
+    json_set_alloc_funcs(codec_json_malloc, codec_json_free);
+}
+
+void kserve_codec_init(void) { pthread_once(&arena_once, arena_init_once); }
+
+/* Starts using the calling thread's arena (allocated on its first parse); returns 0 when there is none. */
+static int arena_begin(void) {
+    if (!parse_arena.base) {
+        json_malloc_t m;
+        json_free_t f;
+        json_get_alloc_funcs(&m, &f);
+        if (m != codec_json_malloc) return 0; /* kserve_codec_init was not called (unit tests, fuzzing) */
+        parse_arena.base = malloc(PARSE_ARENA_SIZE);
+        if (!parse_arena.base) return 0;
+        pthread_setspecific(arena_key, parse_arena.base);
+    }
+    parse_arena.used = 0;
+    parse_arena.active = 1;
+    return 1;
+}
+
+/* Every json_t of the parse is freed by now: the arena is empty again. */
+static void arena_end(void) {
+    parse_arena.active = 0;
+    parse_arena.used = 0;
+}
 
 cinfer_dtype kserve_dtype_from_name(const char *name) {
     for (size_t i = 0; i < sizeof KS_TYPES / sizeof KS_TYPES[0]; i++)
@@ -43,10 +107,12 @@ int64_t kserve_numel(const int64_t *shape, int ndim) {
     return n;
 }
 
-static void shape_text(char *buf, size_t n, const int64_t *shape, int ndim) {
+/* "[1,16]" into buf; returns buf. Only for error messages (called where the message is written, never ahead). */
+static const char *shape_text(char *buf, size_t n, const int64_t *shape, int ndim) {
     size_t o = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < ndim && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%" PRId64, i ? "," : "", shape[i]);
     if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
 }
 
 void kserve_infer_request_free(kserve_infer_request *r) {
@@ -289,10 +355,13 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         jlen = (size_t)header_len;
     }
     json_error_t jerr;
+    int arena = arena_begin();
     json_t *root = json_loadb(body, jlen, 0, &jerr);
-    if (!root)
+    if (!root) {
+        if (arena) arena_end();
         return serve_fail(e, SERVE_BAD_REQUEST, "malformed JSON in the request at line %d, column %d: %s", jerr.line, jerr.column,
                           jerr.text);
+    }
     int rc = -1;
     if (!json_is_object(root)) {
         serve_fail(e, SERVE_BAD_REQUEST, "the request must be a JSON object");
@@ -331,9 +400,9 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         json_t *data = json_object_get(jin, "data");
         int64_t numel = kserve_numel(in->shape, in->ndim);
         char shp[128];
-        shape_text(shp, sizeof shp, in->shape, in->ndim);
         if (numel < 0) {
-            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s is too large", in->name, shp);
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s is too large", in->name,
+                       shape_text(shp, sizeof shp, in->shape, in->ndim));
             goto done;
         }
         if (in->shm.region) { /* data comes from the region: kserve_resolve_shm */
@@ -378,7 +447,7 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         if (in->dtype != CINFER_DTYPE_STRING) {
             if (numel > (int64_t)(len * 64 + 64)) { /* JSON can't hold this many elements: refuse before allocating */
                 serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s has %" PRId64 " elements, more than the request can hold",
-                           in->name, shp, numel);
+                           in->name, shape_text(shp, sizeof shp, in->shape, in->ndim), numel);
                 goto done;
             }
             if (!(c.out = malloc(numel ? (size_t)numel * c.esz : 1))) goto oom;
@@ -388,8 +457,8 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         if (c.out) free(c.bytes);
         if (crc != 0) goto done;
         if (c.idx != (size_t)numel) {
-            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s needs %" PRId64 " elements but 'data' has %zu", in->name, shp,
-                       numel, c.idx);
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s needs %" PRId64 " elements but 'data' has %zu", in->name,
+                       shape_text(shp, sizeof shp, in->shape, in->ndim), numel, c.idx);
             goto done;
         }
         in->data = in->owned;
@@ -459,6 +528,7 @@ oom:
     serve_fail(e, SERVE_INTERNAL, "out of memory while parsing the request");
 done:
     json_decref(root);
+    if (arena) arena_end();
     if (rc) kserve_infer_request_free(r);
     return rc;
 }
@@ -578,17 +648,16 @@ int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_
             return serve_fail(e, SERVE_BAD_REQUEST, "inference input '%s' data-type is '%s', but model '%s' expects '%s'", in->name,
                               kserve_dtype_name(in->dtype), cfg->name, kserve_dtype_name(t->dtype));
         char got[128], want[160];
-        shape_text(got, sizeof got, in->shape, in->ndim);
         int64_t full[CINFER_MAX_DIMS + 1];
         int fn = 0;
         if (batched) full[fn++] = -1;
         for (int d = 0; d < t->ndims; d++) full[fn++] = t->dims[d];
-        shape_text(want, sizeof want, full, fn);
         int ok = in->ndim == fn;
         for (int d = 0; ok && d < fn; d++) ok = full[d] < 0 || full[d] == in->shape[d];
         if (!ok)
             return serve_fail(e, SERVE_BAD_REQUEST, "unexpected shape for input '%s' for model '%s'. Expected %s, got %s%s", in->name,
-                              cfg->name, want, got, batched ? " (the first dim is the batch)" : "");
+                              cfg->name, shape_text(want, sizeof want, full, fn), shape_text(got, sizeof got, in->shape, in->ndim),
+                              batched ? " (the first dim is the batch)" : "");
         if (batched) {
             if (in->shape[0] < 1 || in->shape[0] > cfg->max_batch_size)
                 return serve_fail(e, SERVE_BAD_REQUEST, "inference request batch-size %" PRId64 " for input '%s' must be in "
@@ -608,12 +677,14 @@ int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_
                                                         "little-endian length then that many bytes)", in->name);
             if (count != numel)
                 return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s needs %" PRId64 " BYTES elements but the data has "
-                                                        "%" PRId64, in->name, got, numel, count);
+                                                        "%" PRId64, in->name, shape_text(got, sizeof got, in->shape, in->ndim),
+                                  numel, count);
         } else {
             size_t need = (size_t)numel * cinfer_dtype_size(in->dtype);
             if (in->byte_size != need)
                 return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s of %s needs %zu bytes but %zu were given", in->name,
-                                  got, kserve_dtype_name(in->dtype), need, in->byte_size);
+                                  shape_text(got, sizeof got, in->shape, in->ndim), kserve_dtype_name(in->dtype), need,
+                                  in->byte_size);
         }
         size_t esz = cinfer_dtype_size(in->dtype);
         if (esz > 1 && ((uintptr_t)in->data % esz) != 0) {
@@ -703,22 +774,101 @@ static json_t *data_json(const cinfer_tensor *t, int64_t numel) {
     return a;
 }
 
+/* The response header is written directly (no jansson tree, no json_dumps copy): a growable buffer whose first
+ * allocation also holds the binary outputs, which are appended after the JSON text. Strings are escaped as jansson
+ * escapes them (", \, control characters; UTF-8 passes through). JSON `data` arrays still go through jansson
+ * (data_json), so their number formatting is jansson's. */
+typedef struct sbuf {
+    char *d;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static int sb_reserve(sbuf *b, size_t more) {
+    if (b->oom) return -1;
+    if (b->n + more <= b->cap) return 0;
+    size_t cap = b->cap * 2; /* the first reservation is exact: it holds the binary outputs too */
+    if (cap < b->n + more) cap = b->n + more;
+    char *nd = realloc(b->d, cap);
+    if (!nd) {
+        b->oom = 1;
+        return -1;
+    }
+    b->d = nd;
+    b->cap = cap;
+    return 0;
+}
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (sb_reserve(b, n) != 0) return;
+    memcpy(b->d + b->n, s, n);
+    b->n += n;
+}
+
+#define SB_LIT(b, lit) sb_put((b), (lit), sizeof(lit) - 1)
+
+static void sb_str(sbuf *b, const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    if (sb_reserve(b, n + 2) != 0) return;
+    b->d[b->n++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            if (sb_reserve(b, 2) != 0) return; /* this character and the closing quote */
+            b->d[b->n++] = (char)c;
+            continue;
+        }
+        char e[6] = {'\\', 0};
+        size_t k = 2;
+        switch (c) {
+        case '"': e[1] = '"'; break;
+        case '\\': e[1] = '\\'; break;
+        case '\b': e[1] = 'b'; break;
+        case '\f': e[1] = 'f'; break;
+        case '\n': e[1] = 'n'; break;
+        case '\r': e[1] = 'r'; break;
+        case '\t': e[1] = 't'; break;
+        default:
+            memcpy(e, "\\u00", 4);
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            k = 6;
+        }
+        sb_put(b, e, k);
+    }
+    SB_LIT(b, "\"");
+}
+
+static void sb_int(sbuf *b, int64_t v) {
+    char t[24], *p = t + sizeof t;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    sb_put(b, p, (size_t)(t + sizeof t - p));
+}
+
 int kserve_encode_response(const kserve_infer_request *r, const char *model_name, const char *version,
                            const cinfer_tensor *outputs, size_t num_outputs, char **body, size_t *body_len,
                            size_t *json_len, serve_error *e) {
     *body = NULL;
     *body_len = *json_len = 0;
-    json_t *root = json_object(), *outs = json_array();
-    if (r->id) json_object_set_new(root, "id", json_string(r->id));
-    json_object_set_new(root, "model_name", json_string(model_name));
-    json_object_set_new(root, "model_version", json_string(version));
-    json_object_set_new(root, "outputs", outs);
-    const cinfer_tensor **bins = calloc(num_outputs ? num_outputs : 1, sizeof *bins);
-    size_t nbin = 0, bin_bytes = 0;
-    int rc = -1;
-    if (!bins) goto done;
-    /* requested outputs in request order, else all in model order */
+    /* requested outputs in request order, else all in model order: which tensors, and how each is sent */
     size_t count = r->num_outputs ? r->num_outputs : num_outputs;
+    const cinfer_tensor *picked_one[1], *bins_one[1], **picked = picked_one, **bins = bins_one;
+    int is_bin_one[1], *is_bin = is_bin_one;
+    size_t nbin = 0, bin_bytes = 0;
+    sbuf b = {0};
+    int rc = -1;
+    if (count > 1) {
+        picked = calloc(count, sizeof *picked);
+        bins = calloc(count, sizeof *bins);
+        is_bin = calloc(count, sizeof *is_bin);
+        if (!picked || !bins || !is_bin) goto done;
+    }
     for (size_t i = 0; i < count; i++) {
         const cinfer_tensor *t = NULL;
         int binary = r->binary_data_output;
@@ -734,16 +884,43 @@ int kserve_encode_response(const kserve_infer_request *r, const char *model_name
             goto done;
         }
         if (t->dtype == CINFER_DTYPE_FLOAT16 || t->dtype == CINFER_DTYPE_BFLOAT16 || t->dtype == CINFER_DTYPE_STRING) binary = 1;
-        json_t *o = json_object(), *shape = json_array();
-        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->dims[d]));
-        json_object_set_new(o, "name", json_string(t->name));
-        json_object_set_new(o, "datatype", json_string(kserve_dtype_name(t->dtype)));
-        json_object_set_new(o, "shape", shape);
-        int64_t numel = kserve_numel(t->dims, t->ndim);
         const kserve_shm_ref *shm = r->num_outputs ? &r->outputs[i].shm : NULL;
-        if (shm && shm->region) { /* into the region; the response lists the output without data */
+        picked[i] = t;
+        is_bin[i] = shm && shm->region ? -1 : binary;
+        if (is_bin[i] == 1) bin_bytes += (size_t)kserve_numel(t->dims, t->ndim) * cinfer_dtype_size(t->dtype);
+    }
+    /* one allocation for the header (grown only when it passes 256 bytes plus the names) and the binary part */
+    size_t guess = 256 + (r->id ? strlen(r->id) : 0) + strlen(model_name) + strlen(version);
+    for (size_t i = 0; i < count; i++) guess += 96 + strlen(picked[i]->name);
+    if (sb_reserve(&b, guess + bin_bytes + 1) != 0) goto done;
+    SB_LIT(&b, "{");
+    if (r->id) {
+        SB_LIT(&b, "\"id\":");
+        sb_str(&b, r->id);
+        SB_LIT(&b, ",");
+    }
+    SB_LIT(&b, "\"model_name\":");
+    sb_str(&b, model_name);
+    SB_LIT(&b, ",\"model_version\":");
+    sb_str(&b, version);
+    SB_LIT(&b, ",\"outputs\":[");
+    for (size_t i = 0; i < count; i++) {
+        const cinfer_tensor *t = picked[i];
+        int64_t numel = kserve_numel(t->dims, t->ndim);
+        if (i) SB_LIT(&b, ",");
+        SB_LIT(&b, "{\"name\":");
+        sb_str(&b, t->name);
+        SB_LIT(&b, ",\"datatype\":");
+        sb_str(&b, kserve_dtype_name(t->dtype));
+        SB_LIT(&b, ",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++) {
+            if (d) SB_LIT(&b, ",");
+            sb_int(&b, t->dims[d]);
+        }
+        SB_LIT(&b, "]");
+        if (is_bin[i] < 0) { /* into the shared-memory region; the response lists the output without data */
+            const kserve_shm_ref *shm = &r->outputs[i].shm;
             size_t nbytes = (size_t)numel * cinfer_dtype_size(t->dtype);
-            json_array_append_new(outs, o);
             if (!shm->addr) {
                 serve_fail(e, SERVE_INTERNAL, "output '%s': shared memory region '%s' was not resolved", t->name, shm->region);
                 goto done;
@@ -755,41 +932,41 @@ int kserve_encode_response(const kserve_infer_request *r, const char *model_name
                 goto done;
             }
             if (nbytes) memcpy(shm->addr, t->data, nbytes);
-            continue;
-        }
-        if (binary) {
-            size_t nbytes = (size_t)numel * cinfer_dtype_size(t->dtype);
-            json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
+        } else if (is_bin[i]) {
+            SB_LIT(&b, ",\"parameters\":{\"binary_data_size\":");
+            sb_int(&b, (int64_t)((size_t)numel * cinfer_dtype_size(t->dtype)));
+            SB_LIT(&b, "}");
             bins[nbin++] = t;
-            bin_bytes += nbytes;
         } else {
-            json_object_set_new(o, "data", data_json(t, numel));
+            json_t *a = data_json(t, numel);
+            char *js = a ? json_dumps(a, JSON_COMPACT) : NULL;
+            json_decref(a);
+            if (!js) goto done;
+            SB_LIT(&b, ",\"data\":");
+            sb_put(&b, js, strlen(js));
+            free(js);
         }
-        json_array_append_new(outs, o);
+        SB_LIT(&b, "}");
     }
-    char *js = json_dumps(root, JSON_COMPACT);
-    if (!js) goto done;
-    size_t jl = strlen(js);
-    char *out = malloc(jl + bin_bytes + 1);
-    if (!out) {
-        free(js);
-        goto done;
-    }
-    memcpy(out, js, jl);
-    free(js);
-    size_t o = jl;
+    SB_LIT(&b, "]}");
+    size_t jl = b.n;
+    if (sb_reserve(&b, bin_bytes + 1) != 0) goto done;
     for (size_t i = 0; i < nbin; i++) {
         size_t nb = (size_t)kserve_numel(bins[i]->dims, bins[i]->ndim) * cinfer_dtype_size(bins[i]->dtype);
-        if (nb) memcpy(out + o, bins[i]->data, nb);
-        o += nb;
+        if (nb) memcpy(b.d + b.n, bins[i]->data, nb);
+        b.n += nb;
     }
-    *body = out;
-    *body_len = o;
+    b.d[b.n] = 0; /* not part of the body: lets the JSON-only body be read as a string */
+    *body = b.d;
+    *body_len = b.n;
     *json_len = nbin ? jl : 0;
+    b.d = NULL;
     rc = 0;
 done:
     if (rc && !e->code) serve_fail(e, SERVE_INTERNAL, "out of memory while encoding the response of model '%s'", model_name);
-    free(bins);
-    json_decref(root);
+    if (picked != picked_one) free(picked);
+    if (bins != bins_one) free(bins);
+    if (is_bin != is_bin_one) free(is_bin);
+    free(b.d);
     return rc;
 }

@@ -56,6 +56,9 @@ typedef struct kserve_infer_request {
  * body is all JSON). Binary tensor data is referenced in place: `body` must outlive the request.
  * Errors are 400 with a message naming the input and field. */
 int kserve_parse_infer(const char *body, size_t len, long long header_len, kserve_infer_request *out, serve_error *e);
+/* Once per process, before the HTTP threads start: routes jansson's allocations so that each parse takes its JSON
+ * nodes from a per-thread arena (kserve_codec.c). Without it parsing works the same, with malloc. */
+void kserve_codec_init(void);
 void kserve_infer_request_free(kserve_infer_request *r);
 
 /* Resolves the request's shared-memory references against `reg` (after kserve_parse_infer, before

@@ -15,7 +15,10 @@
 
 /* Splits "/v2/models/m/versions/1/infer" into segments (in place in buf). */
 static int split_path(const char *url, char *buf, size_t n, char **segs) {
-    snprintf(buf, n, "%s", url);
+    size_t len = strlen(url);
+    if (len >= n) len = n - 1;
+    memcpy(buf, url, len);
+    buf[len] = 0;
     char *q = strchr(buf, '?');
     if (q) *q = 0;
     int k = 0;
@@ -99,7 +102,8 @@ static void model_metadata(server *s, http_request *r, model_version *mv) {
 typedef struct infer_job {
     model_request req;
     kserve_infer_request kreq;
-    cinfer_tensor *tensors;
+    cinfer_tensor *tensors;   /* tensors_inline for up to 4 inputs, else allocated */
+    cinfer_tensor tensors_inline[4];
     model_version *mv;
     http_request *http;
     serve_error error;        /* set when queueing, running or encoding failed */
@@ -112,7 +116,7 @@ static void infer_job_free(void *p) {
     if (!j) return;
     model_request_free_outputs(&j->req);
     kserve_infer_request_free(&j->kreq);
-    free(j->tensors);
+    if (j->tensors != j->tensors_inline) free(j->tensors);
     free(j->body);
     model_version_unref(j->mv);
     free(j);
@@ -134,8 +138,14 @@ static void infer_done(model_request *req) {
     http_request_resume(j->http);
 }
 
+/* A request taken within INFER_PROBE_AFTER_NS of its arrival is not probed: its client is there a moment ago, and the
+ * probe is a system call per request (a disconnect that quick is noticed when the response is sent, as one during
+ * the run). The probe is for requests that waited in the queue. */
+#define INFER_PROBE_AFTER_NS 1000000u
+
 static int infer_cancelled(model_request *req) {
     infer_job *j = req->user;
+    if (stats_now_ns() - req->arrival_ns < INFER_PROBE_AFTER_NS) return 0;
     return http_request_client_gone(j->http);
 }
 
@@ -191,7 +201,9 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
     if (kserve_parse_infer(r->body, r->body_len, r->infer_header_len, &j->kreq, &e) != 0) goto fail_counted;
     if (kserve_resolve_shm(&j->kreq, s->shm, &e) != 0) goto fail_counted;
     if (check_element_limits(s, &j->kreq, &e) != 0) goto fail_counted;
-    j->tensors = calloc(j->mv->cfg.num_inputs ? j->mv->cfg.num_inputs : 1, sizeof *j->tensors);
+    size_t ni = j->mv->cfg.num_inputs;
+    j->tensors = ni <= sizeof j->tensors_inline / sizeof j->tensors_inline[0] ? j->tensors_inline
+                                                                             : calloc(ni, sizeof *j->tensors);
     if (!j->tensors) {
         serve_fail(&e, SERVE_INTERNAL, "out of memory");
         goto fail_counted;
@@ -216,12 +228,16 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
     r->pending = j;
     r->pending_free = infer_job_free;
     http_request_suspend(r);
-    if (model_version_submit(j->mv, &j->req, &j->error) != 0) {
-        model_version *mv = j->mv;
+    /* The worker may complete the request, and drop j's reference, before the submit returns: this call's own
+     * reference keeps the model (and its scheduler, which signals the worker after unlocking) alive until then. */
+    model_version *mv = j->mv;
+    model_version_ref(mv);
+    if (model_version_submit(mv, &j->req, &j->error) != 0) {
         j->mv = NULL;
         model_version_unref(mv);
         http_request_resume(r);
     }
+    model_version_unref(mv);
     return HTTP_PENDING;
 fail_counted:
     stats_record_failure(&j->mv->stats, STATS_OTHER, stats_now_ns() - arrival);

@@ -3,6 +3,7 @@
  * asks for preserve_ordering. */
 #include "scheduler.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,14 +35,10 @@ int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, 
     s->inst = calloc(num_instances ? num_instances : 1, sizeof *s->inst);
     if (!s->inst) goto oom;
     s->num_instances = num_instances;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     for (size_t i = 0; i < num_instances; i++) {
-        pthread_cond_init(&s->inst[i].wake, &ca);
+        sem_init(&s->inst[i].wake, 0, 0);
         s->inst[i].slots = 1;
     }
-    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->order_lock, NULL);
     s->preserve_ordering = d->present && d->preserve_ordering;
@@ -59,7 +56,7 @@ oom:
 
 void scheduler_destroy(scheduler *s) {
     if (!s || !s->initialised) return;
-    for (size_t i = 0; i < s->num_instances; i++) pthread_cond_destroy(&s->inst[i].wake);
+    for (size_t i = 0; i < s->num_instances; i++) sem_destroy(&s->inst[i].wake);
     free(s->inst);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->order_lock);
@@ -68,16 +65,21 @@ void scheduler_destroy(scheduler *s) {
     s->initialised = 0;
 }
 
-/* With the lock held: wakes one parked instance that may have work, unless one is already on its way.
+/* With the lock held: picks one parked instance that may have work, unless one is already on its way, and marks it
+ * signaled. Returns its wake-up semaphore, which the caller posts after unlocking, or NULL. (Posting under the lock
+ * would wake the worker straight into the lock the caller still holds: a futex wait, a wake-up and an extra context
+ * switch per request. A semaphore rather than a condition variable because glibc's pthread_cond_wait re-takes the
+ * mutex as contended, so the worker's next unlock is a futex system call even when nobody waits.) The semaphore
+ * lives as long as the scheduler, which outlives every caller.
  * `arrival`: called for a new request, which only matters to an instance waiting on a delay timer when the queue
  * may now hold a full enough batch. Otherwise the least-loaded parked instance is woken (fewest batches in flight,
  * then the one parked longest, which spreads batches over the instances when the load is light). */
-static void wake_one(scheduler *s, int arrival) {
+static sem_t *wake_one(scheduler *s, int arrival) {
     scheduler_instance *best = NULL, *timed = NULL;
     for (size_t i = 0; i < s->num_instances; i++) {
         scheduler_instance *x = &s->inst[i];
         if (!x->parked) continue;
-        if (x->signaled) return;
+        if (x->signaled) return NULL;
         if (x->timed) {
             if (!timed) timed = x;
             continue;
@@ -88,19 +90,20 @@ static void wake_one(scheduler *s, int arrival) {
             best = x;
     }
     if (timed) {
-        if (arrival && s->queue.total_batch < s->wake_threshold) return; /* its timer still decides */
+        if (arrival && s->queue.total_batch < s->wake_threshold) return NULL; /* its timer still decides */
         best = timed;
     }
-    if (!best) return;
+    if (!best) return NULL;
     best->signaled = 1;
-    pthread_cond_signal(&best->wake);
+    return &best->wake;
 }
 
 int scheduler_submit(scheduler *s, model_request *r, serve_error *e) {
     pthread_mutex_lock(&s->lock);
     int rc = model_queue_push(&s->queue, r, s->model_name, e);
-    if (rc == 0) wake_one(s, 1);
+    sem_t *wake = rc == 0 ? wake_one(s, 1) : NULL;
     pthread_mutex_unlock(&s->lock);
+    if (wake) sem_post(wake);
     return rc;
 }
 
@@ -113,8 +116,9 @@ int scheduler_next(scheduler *s, size_t i, batcher_batch *b) {
         batcher_decision d = batcher_form_capped(&s->policy, &s->queue, now, me->cap, b, &wake_ns);
         if (d == BATCHER_READY || b->expired) {
             me->in_flight++;
-            if (s->queue.size) wake_one(s, 0); /* more left: let another instance look at it */
+            sem_t *wake = s->queue.size ? wake_one(s, 0) : NULL; /* more left: let another instance look */
             pthread_mutex_unlock(&s->lock);
+            if (wake) sem_post(wake);
             return 1;
         }
         if (d == BATCHER_EMPTY && s->queue.closed) {
@@ -124,12 +128,16 @@ int scheduler_next(scheduler *s, size_t i, batcher_batch *b) {
         me->parked = 1;
         me->timed = wake_ns != 0;
         me->parked_since = now;
+        pthread_mutex_unlock(&s->lock);
+        /* Timeout, wake-up or a stale post (one whose wake-up a timeout overtook): look again either way. A post
+         * made while parked is never lost: the semaphore keeps it until the wait below takes it. */
         if (wake_ns) {
             struct timespec ts = {.tv_sec = (time_t)(wake_ns / 1000000000u), .tv_nsec = (long)(wake_ns % 1000000000u)};
-            pthread_cond_timedwait(&me->wake, &s->lock, &ts); /* timeout or wake-up: look again either way */
+            while (sem_clockwait(&me->wake, CLOCK_MONOTONIC, &ts) != 0 && errno == EINTR) {}
         } else {
-            pthread_cond_wait(&me->wake, &s->lock);
+            while (sem_wait(&me->wake) != 0 && errno == EINTR) {}
         }
+        pthread_mutex_lock(&s->lock);
         me->parked = 0;
         me->timed = 0;
     }
@@ -178,8 +186,8 @@ void scheduler_complete(scheduler *s, model_request *r) {
 void scheduler_close(scheduler *s) {
     pthread_mutex_lock(&s->lock);
     model_queue_close(&s->queue);
-    for (size_t i = 0; i < s->num_instances; i++) pthread_cond_broadcast(&s->inst[i].wake);
     pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < s->num_instances; i++) sem_post(&s->inst[i].wake); /* each looks again and sees closed */
 }
 
 size_t scheduler_queued(scheduler *s) {

@@ -14,12 +14,13 @@
  * scheduler to prefer an instance with an empty pipeline over one with a batch running.
  *
  * Locking: one mutex per model guards the queue and the instances' parking state. Pushing (HTTP thread) holds it
- * for a few pointer updates and a condition signal; it never waits for a worker. Completions with
- * preserve_ordering go through a second, small lock that orders the `done` calls by arrival. */
+ * for a few pointer updates, then posts the chosen worker's semaphore after unlocking; it never waits for a worker.
+ * Completions with preserve_ordering go through a second, small lock that orders the `done` calls by arrival. */
 #ifndef SERVE_SCHEDULER_H
 #define SERVE_SCHEDULER_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,7 +33,7 @@
 #define SCHEDULER_PARAM_QUEUE_FULL_STATUS "cinfer_queue_full_status"
 
 typedef struct scheduler_instance {
-    pthread_cond_t wake;
+    sem_t wake;                /* posted (after the lock is released) to wake it when parked */
     int parked;                /* waiting in scheduler_next */
     int signaled;              /* woken for new work and not yet looked at it */
     int timed;                 /* parked with a timer (a batch short of its size is waiting for its delay) */
@@ -66,7 +67,9 @@ int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, 
 /* Frees what scheduler_init made; the queue must be empty (after close and the workers' exit). */
 void scheduler_destroy(scheduler *s);
 
-/* Queues r and wakes a parked instance when it may have work. Fails like model_queue_push (503 / 429 / 400). */
+/* Queues r and wakes a parked instance when it may have work (the wake-up is signalled after the lock is released,
+ * so r may be completed before this returns: the caller keeps the scheduler alive until then, not r).
+ * Fails like model_queue_push (503 / 429 / 400). */
 int scheduler_submit(scheduler *s, model_request *r, serve_error *e);
 
 /* Blocks until instance `i` has work: a batch in b->reqs (b->n > 0) and/or requests past their deadline in

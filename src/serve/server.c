@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kserve_codec.h"
 #include "log.h"
 
 int server_start(const server_options *opt, server **out, serve_error *e) {
@@ -14,6 +15,7 @@ int server_start(const server_options *opt, server **out, serve_error *e) {
     server *s = calloc(1, sizeof *s);
     if (!s) return serve_fail(e, 500, "out of memory");
     s->opt = *opt;
+    kserve_codec_init();
     model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch,
                             .probe_max_batch = opt->probe_max_batch};
     if (shm_registry_create(&s->shm, e) != 0) goto err;
