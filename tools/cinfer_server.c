@@ -51,6 +51,9 @@ static const char USAGE[] =
     "  --probe-max-batch             at load, find for each GPU instance of a batching model the largest batch that\n"
     "                                fits with 20% headroom (binary search over the engine's max_batch check); it is\n"
     "                                logged, shown in the statistics and caps the instance's batches (docs/resilience.md)\n"
+    "  --precision P                 engine precision of models whose config has no cinfer_precision parameter:\n"
+    "                                fp32 (default; TF32 off), tf32, fp16 or bf16 (weights converted once at load;\n"
+    "                                tensors keep the model's dtypes on the wire)\n"
     "  --cuda-memory-limit X         cap every visible GPU's caching allocator: bytes (X > 1) or a fraction of its\n"
     "                                memory (0 < X <= 1), e.g. to test OOM adaptation (docs/resilience.md)\n"
     "  --exit-timeout-secs N         on SIGTERM/SIGINT, wait at most N s for queued and running requests (default 30)\n"
@@ -133,7 +136,7 @@ int main(int argc, char **argv) {
         }
         static const char *const with_value[] = {"--model-repository", "--host", "--http-port", "--metrics-port",
                                                  "--model-control-mode", "--load-model", "--repository-poll-secs", "--device",
-                                                 "--threads", "--http-threads", "--max-input-bytes", "--strict-readiness",
+                                                 "--precision", "--threads", "--http-threads", "--max-input-bytes", "--strict-readiness",
                                                  "--default-max-batch-size", "--exit-timeout-secs", "--log-format",
                                                  "--max-tensor-elements", "--max-request-elements", "--control-token-file",
                                                  "--inference-token-file", "--cuda-memory-limit", NULL};
@@ -165,6 +168,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--control-token-file")) control_token_file = v;
         else if (!strcmp(a, "--inference-token-file")) inference_token_file = v;
         else if (!strcmp(a, "--load-model")) loads[nloads++] = v;
+        else if (!strcmp(a, "--precision")) {
+            if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
+                rc = bad_flag("--precision '%s': use fp32, tf32, fp16 or bf16%s", v, "");
+            o.precision = v;
+        }
         else if (!strcmp(a, "--cuda-memory-limit")) {
             char *end;
             errno = 0;

@@ -517,6 +517,37 @@ static void apply_test_slowdown(model_version *mv) {
     }
 }
 
+/* The session options of the model's instances: threads, the server's --precision, then the config's engine
+ * parameters (MODEL_PARAM_SESSION_PREFIX + precision/deterministic/cuda_graphs), which win. Returns the count. */
+static size_t session_options(const model_version *mv, const model_load_options *opt, char *threads, size_t threads_len,
+                              const char **keys, const char **vals) {
+    static const char *const engine_options[] = {"precision", "deterministic", "cuda_graphs", NULL};
+    size_t n = 0;
+    if (opt->threads > 0) {
+        snprintf(threads, threads_len, "%d", opt->threads);
+        keys[n] = "threads";
+        vals[n++] = threads;
+    }
+    if (opt->precision) {
+        keys[n] = "precision";
+        vals[n++] = opt->precision;
+    }
+    for (size_t i = 0; i < mv->cfg.num_params; i++) {
+        const char *k = mv->cfg.params[i].key;
+        if (strncmp(k, MODEL_PARAM_SESSION_PREFIX, strlen(MODEL_PARAM_SESSION_PREFIX)) != 0) continue;
+        for (const char *const *o = engine_options; *o; o++) {
+            if (strcmp(k + strlen(MODEL_PARAM_SESSION_PREFIX), *o) != 0) continue;
+            size_t j = 0;
+            while (j < n && strcmp(keys[j], *o) != 0) j++;
+            if (j == n && n == MODEL_MAX_SESSION_OPTIONS - 1) break; /* one slot stays for max_batch (probe) */
+            keys[j] = *o;
+            vals[j] = mv->cfg.params[i].value;
+            if (j == n) n++;
+        }
+    }
+    return n;
+}
+
 /* --probe-max-batch: for each GPU instance of a batching model, the largest batch B in 1..max_batch_size for which
  * a session with option max_batch=B can be created on its device (the engine's capacity check: weights plus a
  * run's activations and io at batch B leave 20% of the device's memory, or its limit, free). Binary search; the
@@ -528,8 +559,10 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
         return;
     }
     char threads[16], bs[24];
-    snprintf(threads, sizeof threads, "%d", opt->threads > 0 ? opt->threads : 1);
-    const char *keys[] = {"max_batch", "threads"}, *vals[] = {bs, threads};
+    const char *keys[MODEL_MAX_SESSION_OPTIONS], *vals[MODEL_MAX_SESSION_OPTIONS];
+    size_t num_options = session_options(mv, opt, threads, sizeof threads, keys, vals);
+    keys[num_options] = "max_batch";
+    vals[num_options++] = bs;
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
         if (instance_gpu(inst) < 0) {
@@ -543,7 +576,7 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
             int64_t mid = lo + (hi - lo + 1) / 2;
             snprintf(bs, sizeof bs, "%" PRId64, mid);
             cinfer_session *probe = NULL;
-            if (cinfer_session_create(mv->model, inst->device, keys, vals, 2, &probe) == CINFER_OK) {
+            if (cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &probe) == CINFER_OK) {
                 lo = mid;
             } else {
                 hi = mid - 1;
@@ -635,11 +668,11 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
                  "and copies may fail on purpose; for tests only", name, getenv("CINFER_FAULT_ALLOC") ? getenv("CINFER_FAULT_ALLOC") : "",
                  getenv("CINFER_FAULT_COPY") ? getenv("CINFER_FAULT_COPY") : "");
     char threads[16];
-    snprintf(threads, sizeof threads, "%d", opt->threads);
-    const char *keys[] = {"threads"}, *vals[] = {threads};
+    const char *keys[MODEL_MAX_SESSION_OPTIONS], *vals[MODEL_MAX_SESSION_OPTIONS];
+    size_t num_options = session_options(mv, opt, threads, sizeof threads, keys, vals);
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
-        if (cinfer_session_create(mv->model, inst->device, keys, vals, opt->threads > 0 ? 1 : 0, &inst->session) != CINFER_OK) {
+        if (cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &inst->session) != CINFER_OK) {
             serve_fail(e, SERVE_BAD_REQUEST, "instance %s on device '%s': %s", inst->name, inst->device, cinfer_last_error());
             goto err;
         }

@@ -21,7 +21,14 @@ typedef struct model_load_options {
     int threads;            /* session "threads" option; 0 = engine default */
     int default_max_batch;  /* max_batch_size chosen by auto-completion (0 = never batch) */
     int probe_max_batch;    /* --probe-max-batch: find the largest batch each GPU instance fits (docs/resilience.md) */
+    const char *precision;  /* --precision: session option "precision" of models whose config does not set it */
 } model_load_options;
+
+/* Config parameters passed to the engine as session options (docs/server.md): MODEL_PARAM_SESSION_PREFIX + an
+ * engine option name, e.g. "cinfer_precision" -> "precision" (fp32|tf32|fp16|bf16), "cinfer_deterministic",
+ * "cinfer_cuda_graphs". The engine checks the values; a bad one fails the load with its message. */
+#define MODEL_PARAM_SESSION_PREFIX "cinfer_"
+#define MODEL_MAX_SESSION_OPTIONS 8
 
 /* OOM adaptation (docs/resilience.md): after an execution runs out of memory the instance's batch cap drops to the
  * largest batch that then succeeded; every MODEL_OOM_RECOVER_AFTER successful executions in a row raise it by

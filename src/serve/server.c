@@ -17,7 +17,7 @@ int server_start(const server_options *opt, server **out, serve_error *e) {
     s->opt = *opt;
     kserve_codec_init();
     model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch,
-                            .probe_max_batch = opt->probe_max_batch};
+                            .probe_max_batch = opt->probe_max_batch, .precision = opt->precision};
     if (shm_registry_create(&s->shm, e) != 0) goto err;
     if (repo_create(opt->model_repository, opt->control_mode, &lo, &s->repo, e) != 0) goto err;
     http_options ho = {.host = opt->host, .port = opt->http_port, .threads = opt->http_threads,

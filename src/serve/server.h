@@ -33,6 +33,7 @@ typedef struct server_options {
     int strict_readiness;
     int default_max_batch;
     int probe_max_batch;           /* --probe-max-batch: probe each GPU instance's largest batch at load */
+    const char *precision;         /* --precision: engine precision of models whose config does not choose one */
     int shutdown_timeout_s;
 } server_options;
 
