@@ -18,7 +18,7 @@
 #include "runtime/fault_backend.h"
 #include "runtime/model.h"
 
-#define PLAN_CACHE_SIZE 8
+#define PLAN_CACHE_SIZE 16 /* the server's batch-size buckets (powers of two up to 2^15) each keep their plan */
 
 /* Session option "precision": fp32 (default, TF32 off), tf32 (float32 storage, TF32 tensor-core GEMMs and
  * convolutions on GPUs), fp16 / bf16 (the model's half-precision copy; see graph/precision.c). */

@@ -249,6 +249,51 @@ static int parse_pad_outputs(batcher_policy *p, const model_config *cfg, const c
     return 0;
 }
 
+/* BATCHER_PARAM_BUCKETS into p->buckets (ascending, unique, ending with the max batch). */
+static int parse_buckets(batcher_policy *p, const model_config *cfg, char *err, size_t err_len) {
+    const char *v = param(cfg, BATCHER_PARAM_BUCKETS);
+    if (!v) v = "auto";
+    if (!p->dynamic || p->max_batch <= 1 || !strcmp(v, "none")) return 0;
+    int64_t list[64];
+    size_t n = 0;
+    if (!strcmp(v, "auto") || !strcmp(v, "pow2")) {
+        p->buckets_gpu_only = !strcmp(v, "auto");
+        for (int64_t b = 1; b < p->max_batch && n < 32; b *= 2) list[n++] = b;
+        for (size_t i = 0; i < p->num_preferred && n < 63; i++) list[n++] = p->preferred[i];
+    } else {
+        const char *s = v;
+        while (*s) {
+            char *end;
+            errno = 0;
+            long long b = strtoll(s, &end, 10);
+            if (end == s || errno || b < 1 || (*end && *end != ',') || n == 63) {
+                snprintf(err, err_len, "model '%s': parameter '%s' is '%s': use auto, none, pow2 or a list of batch sizes "
+                         "like 1,2,4,8 (at most 63)", cfg->name, BATCHER_PARAM_BUCKETS, v);
+                return -1;
+            }
+            if (b < p->max_batch) list[n++] = b;
+            s = *end ? end + 1 : end;
+        }
+    }
+    list[n++] = p->max_batch;
+    qsort(list, n, sizeof list[0], cmp_i64);
+    p->buckets = malloc(n * sizeof *p->buckets);
+    if (!p->buckets) {
+        snprintf(err, err_len, "model '%s': out of memory", cfg->name);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!p->num_buckets || p->buckets[p->num_buckets - 1] != list[i]) p->buckets[p->num_buckets++] = list[i];
+    return 0;
+}
+
+int64_t batcher_bucket(const batcher_policy *p, int64_t total, int gpu, int64_t cap) {
+    if (!p->num_buckets || (p->buckets_gpu_only && !gpu)) return total;
+    for (size_t i = 0; i < p->num_buckets; i++)
+        if (p->buckets[i] >= total) return cap > 0 && p->buckets[i] > cap ? total : p->buckets[i];
+    return total;
+}
+
 int batcher_policy_init(batcher_policy *p, const model_config *cfg, char *err, size_t err_len) {
     memset(p, 0, sizeof *p);
     p->mask_input = -1;
@@ -270,6 +315,7 @@ int batcher_policy_init(batcher_policy *p, const model_config *cfg, char *err, s
         }
         p->max_batch = p->num_preferred ? p->preferred[p->num_preferred - 1] : cfg->max_batch_size;
     }
+    if (parse_buckets(p, cfg, err, err_len) != 0) return -1;
     const char *pin = param(cfg, BATCHER_PARAM_PAD_INPUTS), *pmask = param(cfg, BATCHER_PARAM_PAD_MASK),
                *pout = param(cfg, BATCHER_PARAM_PAD_OUTPUTS);
     if (!pin && !pmask && !pout) return 0;
@@ -309,6 +355,7 @@ fail:
 void batcher_policy_free(batcher_policy *p) {
     if (!p) return;
     free(p->preferred);
+    free(p->buckets);
     free(p->pad);
     free(p->trim);
     memset(p, 0, sizeof *p);
@@ -496,7 +543,8 @@ static void copy_padded(unsigned char *dst, const int64_t *odims, const cinfer_t
 }
 
 int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scratch *s, cinfer_tensor *in, serve_error *e) {
-    if (b->n == 1) {
+    int64_t rows = b->rows > b->total ? b->rows : b->total;
+    if (b->n == 1 && rows == b->total) {
         for (size_t k = 0; k < p->num_inputs; k++) in[k] = b->reqs[0]->inputs[k];
         return 0;
     }
@@ -504,7 +552,7 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
         const cinfer_tensor *t0 = &b->reqs[0]->inputs[k];
         cinfer_tensor *o = &in[k];
         *o = *t0;
-        o->dims[0] = b->total;
+        o->dims[0] = rows;
         uint32_t padded = p->pad ? p->pad[k].dims : 0;
         for (int d = 1; d < o->ndim; d++)
             if (padded & (1u << d))
@@ -513,8 +561,8 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
         size_t esz = cinfer_dtype_size(o->dtype);
         if (!esz) return serve_fail(e, SERVE_UNSUPPORTED, "input '%s': data type %s cannot be batched", o->name, cinfer_dtype_name(o->dtype));
         size_t row = numel_from(o->dims, 1, o->ndim) * esz;
-        if (scratch_reserve(s, p->num_inputs, k, (size_t)b->total * row + 1) != 0)
-            return serve_fail(e, SERVE_INTERNAL, "out of memory gathering input '%s' for a batch of %" PRId64, o->name, b->total);
+        if (scratch_reserve(s, p->num_inputs, k, (size_t)rows * row + 1) != 0)
+            return serve_fail(e, SERVE_INTERNAL, "out of memory gathering input '%s' for a batch of %" PRId64, o->name, rows);
         unsigned char *dst = s->buf[k];
         for (size_t i = 0; i < b->n; i++) {
             const cinfer_tensor *t = &b->reqs[i]->inputs[k];
@@ -524,6 +572,8 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
             else copy_padded(dst, o->dims, t, esz, &p->pad[k]);
             dst += (size_t)t->dims[0] * row;
         }
+        /* bucket rows: copies of the first row (real data, so no model sees values it was never meant to get) */
+        for (int64_t r = b->total; r < rows; r++, dst += row) memcpy(dst, s->buf[k], row);
         o->data = s->buf[k];
     }
     return 0;
@@ -534,6 +584,9 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
 int batcher_scatter(const batcher_policy *p, const batcher_batch *b, cinfer_tensor *outs, const char *model_name,
                     const model_config *cfg, serve_error *e) {
     size_t no = p->num_outputs;
+    int64_t rows = b->rows > b->total ? b->rows : b->total;
+    for (size_t j = 0; j < no && rows > b->total; j++) /* bucket rows are dropped: the first `total` rows are kept */
+        if (outs[j].ndim >= 1 && outs[j].dims[0] == rows) outs[j].dims[0] = b->total;
     if (b->n == 1) {
         model_request *r = b->reqs[0];
         r->outputs = outs;

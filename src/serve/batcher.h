@@ -32,6 +32,12 @@
 #define BATCHER_PARAM_PAD_INPUTS "cinfer_pad_inputs"   /* "NAME:DIM=VALUE, ..." */
 #define BATCHER_PARAM_PAD_MASK "cinfer_pad_mask"       /* "NAME" (one of the padded inputs) */
 #define BATCHER_PARAM_PAD_OUTPUTS "cinfer_pad_outputs" /* "NAME:DIM=INPUT:DIM, ..." */
+/* Batch-size buckets: an execution of n rows runs as the smallest bucket >= n, the extra rows copies of the first
+ * request's first row, their outputs dropped, so a GPU instance meets a few shapes only (one CUDA graph each).
+ * "auto" (default): GPU instances pad to powers of two up to the max batch, the preferred sizes and the max batch;
+ * CPU instances do not pad (padding there is only wasted work). "none", "pow2" (every instance), or a list
+ * "1,2,4,16" (every instance; sizes above the max batch are ignored, the max batch is always one). */
+#define BATCHER_PARAM_BUCKETS "cinfer_batch_buckets"
 
 typedef struct batcher_pad {
     uint32_t dims;             /* bit d set: full-tensor dim d (>= 1; dim 0 is the batch) may differ and is padded */
@@ -55,7 +61,14 @@ typedef struct batcher_policy {
     batcher_pad *pad;          /* per config input, NULL when the model does not pad */
     batcher_trim *trim;        /* per config output, NULL when the model does not pad */
     int mask_input;            /* config input index of the mask, -1 without padding */
+    int64_t *buckets;          /* ascending batch-size buckets (BATCHER_PARAM_BUCKETS), NULL for none */
+    size_t num_buckets;
+    int buckets_gpu_only;      /* "auto": only GPU instances pad */
 } batcher_policy;
+
+/* The rows an execution of `total` rows runs on an instance (a GPU one when gpu is set), at most `cap` (0 = no cap):
+ * the smallest bucket >= total, else total. */
+int64_t batcher_bucket(const batcher_policy *p, int64_t total, int gpu, int64_t cap);
 
 /* Builds the policy from a completed config. Reads the padding parameters (BATCHER_PARAM_*) and checks them
  * against the config: inputs and outputs exist, each padded dim is a variable (-1) dim, pad values fit the data
@@ -69,6 +82,7 @@ typedef struct batcher_batch {
     model_request **reqs;
     size_t n, cap;
     int64_t total;             /* sum of the requests' batch sizes */
+    int64_t rows;              /* rows the execution runs (batcher_bucket), set before batcher_gather; 0 = total */
     model_request *expired;    /* requests found past their deadline, linked through `next` */
 } batcher_batch;
 

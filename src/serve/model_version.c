@@ -142,6 +142,7 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
         fail_batch(mv, b, &e, STATS_BACKEND);
         return CINFER_ERR_RUNTIME;
     }
+    b->rows = batcher_bucket(&mv->sched.policy, b->total, instance_gpu(inst) >= 0, atomic_load(&inst->batch_cap));
     if (batcher_gather(&mv->sched.policy, b, &inst->scratch, inst->inputs, &e) != 0) {
         fail_batch(mv, b, &e, STATS_OTHER);
         return CINFER_ERR_RUNTIME;
@@ -201,6 +202,7 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
     stats_record_execution(&mv->stats, inferences, in, infer, out);
     atomic_fetch_add(&inst->executions, 1);
     atomic_fetch_add(&inst->inferences, (uint64_t)inferences);
+    if (b->rows > b->total) atomic_fetch_add(&inst->padded_rows, (uint64_t)(b->rows - b->total));
     if (b->total > *ok_total) *ok_total = b->total;
     for (size_t i = 0; i < b->n; i++) {
         model_request *r = b->reqs[i];
@@ -319,10 +321,11 @@ json_t *model_version_stats_json(const model_version *mv) {
     for (size_t i = 0; i < mv->num_instances; i++) {
         const model_instance *inst = &mv->instances[i];
         int64_t cap = atomic_load(&inst->batch_cap);
-        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:I, s:b}", "name", inst->name, "kind",
+        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:i, s:I, s:I, s:b}", "name", inst->name, "kind",
                               inst->kind == CONFIG_KIND_GPU ? "KIND_GPU" : "KIND_CPU", "device", inst->device,
                               "execution_count", (json_int_t)atomic_load(&inst->executions),
                               "inference_count", (json_int_t)atomic_load(&inst->inferences),
+                              "padded_rows", (json_int_t)atomic_load(&inst->padded_rows),
                               "in_flight", atomic_load(&inst->busy),
                               "batch_cap", (json_int_t)(cap ? cap : mv->sched.policy.max_batch),
                               "oom_events", (json_int_t)atomic_load(&inst->oom_events),

@@ -52,6 +52,7 @@ typedef struct model_instance {
     batcher_scratch scratch;     /* gathered inputs, reused */
     cinfer_tensor *inputs;       /* the batch's input tensors (num_inputs) */
     _Atomic uint64_t executions, inferences; /* batches run and the inferences in them */
+    _Atomic uint64_t padded_rows; /* rows added to executions to reach a batch-size bucket (BATCHER_PARAM_BUCKETS) */
     _Atomic int busy;            /* 1 while it runs a batch */
     _Atomic int64_t batch_cap;   /* most inferences per execution now; 0 = the policy's max (no OOM seen) */
     uint64_t cap_successes;      /* successful executions since the cap last moved (worker thread only) */

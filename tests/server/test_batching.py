@@ -381,3 +381,39 @@ def test_auto_completed_batching_model_batches(start_server, tmp_path):
     assert done == [200] * 24
     st = model_stats(s, "shapes")
     assert st["inference_count"] == 24 and sum(b * n for b, n in batch_counts(st).items()) == 24
+
+
+BUCKET_CONFIG = """
+max_batch_size: 16
+dynamic_batching {{ }}
+parameters {{ key: "cinfer_batch_buckets" value {{ string_value: "{}" }} }}
+"""
+
+
+def test_batch_size_buckets_pad_and_never_leak(start_server, tmp_path):
+    """An execution is padded up to the smallest bucket (copies of the first row); the padding rows' outputs are
+    dropped, so every request gets what it gets alone. "auto" pads GPU instances only, so a CPU one runs unpadded."""
+    from conftest import mlp_model, write_model
+    repo = tmp_path / "models"
+    write_model(repo, "bucketed", {1: mlp_model()}, BUCKET_CONFIG.format("4,8"))
+    write_model(repo, "auto", {1: mlp_model()}, BUCKET_CONFIG.format("auto"))
+    write_model(repo, "plain", {1: mlp_model()}, BUCKET_CONFIG.format("none"))
+    write_model(repo, "badbuckets", {1: mlp_model()}, BUCKET_CONFIG.format("4,x"))
+    s = start_server(repo, "--strict-readiness", "false", "--device", "cpu")
+    c = httpclient.InferenceServerClient(s.url)
+    index = {m["name"]: m for m in c.get_model_repository_index()}
+    assert index["badbuckets"]["state"] == "UNAVAILABLE" and "cinfer_batch_buckets" in index["badbuckets"]["reason"]
+    rng = np.random.default_rng(3)
+    for rows in (1, 3, 5, 9):  # buckets 4, 4, 8, 16 (the max batch is always one)
+        x = rng.standard_normal((rows, 16)).astype(np.float32)
+        outs = {}
+        for model in ("bucketed", "auto", "plain"):
+            inp = httpclient.InferInput("x", [rows, 16], "FP32")
+            inp.set_data_from_numpy(x, binary_data=True)
+            outs[model] = c.infer(model, [inp]).as_numpy("probs")
+            assert outs[model].shape == (rows, 5)
+        np.testing.assert_allclose(outs["bucketed"], outs["plain"], rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(outs["auto"], outs["plain"])
+    padded = {m: c.get_inference_statistics(m)["model_stats"][0]["instance_stats"][0]["padded_rows"]
+              for m in ("bucketed", "auto", "plain")}
+    assert padded == {"bucketed": (4 - 1) + (4 - 3) + (8 - 5) + (16 - 9), "auto": 0, "plain": 0}, padded
