@@ -5,6 +5,7 @@
  *  - GELU: x * 0.5 * (1 + erf(x / sqrt(2))), in the orders exporters write it, becomes one Gelu node
  *    (five elementwise kernels -> one);
  *  - Softmax NaN guard: Where(IsNaN(p), 0, p) after a Softmax becomes the Softmax's "cinfer_nan_to_zero";
+ *  - MatMul(X, W) + b with constant W and b: a Gemm with a bias epilogue over X's rows (reshaped around it);
  *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
  *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K).
  */
@@ -380,11 +381,118 @@ static cinfer_status fold_scales(graph *g) {
     return CINFER_OK;
 }
 
+/* ---- MatMul + bias -> Gemm ---- */
+
+static int const_i64(graph *g, const char *base, const int64_t *vals, int count) {
+    int v = graph_new_value(g, base);
+    if (v < 0) return -1;
+    graph_value *gv = &g->values[v];
+    gv->kind = VALUE_CONSTANT;
+    gv->dtype = CINFER_DTYPE_INT64;
+    gv->ndim = 1;
+    gv->dims[0] = count;
+    gv->constant = (tensor){.dtype = CINFER_DTYPE_INT64, .ndim = 1, .dims = {count}};
+    gv->constant.data = core_aligned_alloc(sizeof(int64_t) * (size_t)count);
+    if (!gv->constant.data) return -1;
+    memcpy(gv->constant.data, vals, sizeof(int64_t) * (size_t)count);
+    return v;
+}
+
+static int add_fused_node(graph *g, const char *base, const char *op, const int *in, int nin, int out) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", base, op);
+    int i = graph_add_node(g, name, op, "", g->opset, in, nin, &out, 1);
+    if (i < 0) return -1;
+    g->nodes[i].schema = op_schema_find("", op);
+    g->nodes[i].schema_index = op_schema_index(g->nodes[i].schema);
+    return g->nodes[i].schema ? i : -1;
+}
+
+/* Y = MatMul(X, W) + b, W a 2-D constant [K, N], b a constant of N elements (or a scalar): one GEMM with a bias
+ * epilogue over X seen as [rows, K] (GPU: cuBLASLt's BIAS epilogue, and one GEMM over every row instead of a
+ * batched one per leading index). X of rank > 2 is reshaped on both sides; the output shape comes from Shape(X),
+ * evaluated on the host while planning, so it costs nothing per run. */
+static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
+    if (!op_schema_find("", "Gemm") || !op_schema_find("", "Shape") || !op_schema_find("", "Slice") ||
+        !op_schema_find("", "Concat") || !op_schema_find("", "Reshape"))
+        return CINFER_OK;
+    int num_nodes = g->num_nodes; /* nodes added below are not revisited */
+    for (int i = 0; i < num_nodes; i++) {
+        if (!is_op(&g->nodes[i], "Add") || g->nodes[i].num_inputs != 2) continue;
+        int a0 = g->nodes[i].inputs[0], a1 = g->nodes[i].inputs[1];
+        int bias = float_constant(g, a1) ? a1 : float_constant(g, a0) ? a0 : -1;
+        int m = bias == a1 ? a0 : a1;
+        if (bias < 0 || !single_use(g, m) || producer_node(g, m) < 0) continue;
+        int mm = producer_node(g, m);
+        if (!is_op(&g->nodes[mm], "MatMul") || !float_constant(g, g->nodes[mm].inputs[1])) continue;
+        const tensor *w = &g->values[g->nodes[mm].inputs[1]].constant, *b = &g->values[bias].constant;
+        int x = g->nodes[mm].inputs[0];
+        const graph_value *xv = &g->values[x];
+        if (w->ndim != 2 || xv->ndim < 2 || xv->dtype != CINFER_DTYPE_FLOAT || g->values[x].kind == VALUE_CONSTANT) continue;
+        int64_t K = w->dims[0], Nn = w->dims[1];
+        if (xv->dims[xv->ndim - 1] != K) continue; /* the rank and last dim must be known statically */
+        if (!(tensor_numel(b) == 1 || (tensor_numel(b) == Nn && b->dims[b->ndim - 1] == Nn))) continue;
+        int y = g->nodes[i].outputs[0];
+        char base[512];
+        snprintf(base, sizeof base, "%s", g->nodes[mm].name);
+        int wv = g->nodes[mm].inputs[1];
+        if (xv->ndim == 2) { /* already 2-D: Gemm in place of the MatMul and Add */
+            int in[3] = {x, wv, bias};
+            if (add_fused_node(g, base, "Gemm", in, 3, y) < 0) goto oom;
+        } else {
+            int64_t flat[2] = {-1, K}, zero = 0, minus1 = -1, last = Nn;
+            char name[512];
+            snprintf(name, sizeof name, "%s/rows", base);
+            int x2 = graph_new_value(g, name), flat_shape = const_i64(g, "cinfer_gemm_flat", flat, 2);
+            snprintf(name, sizeof name, "%s/gemm", base);
+            int y2 = graph_new_value(g, name);
+            snprintf(name, sizeof name, "%s/x_shape", base);
+            int xs = graph_new_value(g, name);
+            snprintf(name, sizeof name, "%s/lead", base);
+            int lead = graph_new_value(g, name);
+            snprintf(name, sizeof name, "%s/y_shape", base);
+            int ys = graph_new_value(g, name);
+            int c0 = const_i64(g, "cinfer_zero", &zero, 1), cm1 = const_i64(g, "cinfer_minus1", &minus1, 1),
+                cn = const_i64(g, "cinfer_n", &last, 1);
+            if (x2 < 0 || flat_shape < 0 || y2 < 0 || xs < 0 || lead < 0 || ys < 0 || c0 < 0 || cm1 < 0 || cn < 0) goto oom;
+            int r1[2] = {x, flat_shape}, gm[3] = {x2, wv, bias}, sh[1] = {x}, sl[4] = {xs, c0, cm1, c0}, cc[2] = {lead, cn},
+                r2[2] = {y2, ys};
+            if (add_fused_node(g, base, "Reshape", r1, 2, x2) < 0 || add_fused_node(g, base, "Gemm", gm, 3, y2) < 0 ||
+                add_fused_node(g, base, "Shape", sh, 1, xs) < 0 || add_fused_node(g, base, "Slice", sl, 4, lead) < 0)
+                goto oom;
+            int concat = add_fused_node(g, base, "Concat", cc, 2, ys);
+            if (concat < 0 || add_fused_node(g, base, "Reshape", r2, 2, y) < 0) goto oom;
+            graph_attr *axis;
+            graph_attr *attrs = realloc(g->nodes[concat].attrs, sizeof(graph_attr));
+            if (!attrs) goto oom;
+            g->nodes[concat].attrs = attrs;
+            axis = &attrs[0];
+            memset(axis, 0, sizeof *axis);
+            axis->name = strdup("axis");
+            if (!axis->name) goto oom;
+            axis->type = ATTR_INT;
+            g->nodes[concat].num_attrs = 1;
+        }
+        g->nodes[i].removed = g->nodes[mm].removed = true;
+        *changed = true;
+        recount(g);
+    }
+    return CINFER_OK;
+oom:
+    return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing a MatMul and its bias");
+}
+
 cinfer_status graph_fuse(graph *g) {
     recount(g);
     CINFER_TRY(merge_common_subexpressions(g));
     CINFER_TRY(fuse_gelu(g));
     CINFER_TRY(fuse_softmax_nan_guard(g));
     CINFER_TRY(fold_scales(g));
+    bool added = false;
+    CINFER_TRY(fuse_matmul_bias(g, &added));
+    if (added) { /* new nodes went to the end: put them in order for the passes after this one */
+        graph_compact(g);
+        CINFER_TRY(graph_sort(g));
+    }
     return CINFER_OK;
 }

@@ -84,27 +84,36 @@ static size_t block_size(const tensor *t) {
 
 cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
                                 int64_t *offsets, size_t *arena_bytes) {
+    /* Values may share a block: an alias op's output (Reshape, Squeeze, Unsqueeze, Flatten) is a view of its input,
+     * and an in-place op's output takes its input's block when that input's last read is here. A block is freed
+     * when every value on it has been read for the last time: owner[v] names the value whose block v uses, and
+     * block_reads[owner] counts the reads still to come of all the values on that block. */
     int nv = g->num_values;
     int *remaining = calloc((size_t)(nv ? nv : 1), sizeof(int));
-    bool *handed_over = calloc((size_t)(nv ? nv : 1), sizeof(bool)); /* block now owned by an in-place output */
+    int *owner = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *block_reads = calloc((size_t)(nv ? nv : 1), sizeof(int));
     free_list fl = {0};
     cinfer_status st = CINFER_OK;
-    if (!remaining || !handed_over) {
+    if (!remaining || !owner || !block_reads) {
         free(remaining);
-        free(handed_over);
+        free(owner);
+        free(block_reads);
         return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
     }
-    for (int v = 0; v < nv; v++) offsets[v] = -1;
+    for (int v = 0; v < nv; v++) {
+        offsets[v] = -1;
+        owner[v] = v;
+    }
     for (int i = 0; i < g->num_nodes; i++) {
         if (!node_runs[i]) continue;
         for (int k = 0; k < g->nodes[i].num_inputs; k++)
             if (g->nodes[i].inputs[k] >= 0) remaining[g->nodes[i].inputs[k]]++;
     }
+    for (int v = 0; v < nv; v++) block_reads[v] = remaining[v];
     for (int i = 0; i < g->num_nodes; i++) {
         if (!node_runs[i]) continue;
         const graph_node *n = &g->nodes[i];
-        /* in place: output 0 over input 0 when input 0 dies here and has the same size */
-        int reuse_from = -1;
+        int share = -1; /* output 0 goes on input 0's block */
         if (n->schema && (n->schema->flags & (OP_FLAG_INPLACE | OP_FLAG_ALIAS)) && n->num_inputs > 0 &&
             n->num_outputs > 0) {
             int a = n->inputs[0], o = n->outputs[0];
@@ -112,26 +121,29 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const ten
              * otherwise read a later operand that aliases input 0 after overwriting it */
             int uses_here = 0;
             for (int k = 0; k < n->num_inputs; k++) uses_here += n->inputs[k] == a;
-            if (a >= 0 && o >= 0 && in_arena[a] && in_arena[o] && offsets[a] >= 0 && !handed_over[a] &&
-                uses_here == 1 && remaining[a] == 1 &&
-                tensor_numel(&shapes[a]) == tensor_numel(&shapes[o]) &&
-                cinfer_dtype_size(shapes[a].dtype) == cinfer_dtype_size(shapes[o].dtype))
-                reuse_from = a;
+            bool fits = a >= 0 && o >= 0 && in_arena[a] && in_arena[o] && offsets[a] >= 0 && uses_here == 1 &&
+                        tensor_numel(&shapes[a]) == tensor_numel(&shapes[o]) &&
+                        cinfer_dtype_size(shapes[a].dtype) == cinfer_dtype_size(shapes[o].dtype);
+            /* a view never writes, so any block will do; an in-place write only over a block nobody reads later */
+            if (fits && ((n->schema->flags & OP_FLAG_ALIAS) || block_reads[owner[a]] == 1)) share = a;
         }
         for (int k = 0; k < n->num_outputs; k++) {
             int o = n->outputs[k];
             if (o < 0 || !in_arena[o]) continue;
-            if (k == 0 && reuse_from >= 0) {
-                offsets[o] = offsets[reuse_from];
-                handed_over[reuse_from] = true;
+            if (k == 0 && share >= 0) {
+                offsets[o] = offsets[share];
+                owner[o] = owner[share];
+                block_reads[owner[o]] += remaining[o];
                 continue;
             }
             offsets[o] = (int64_t)list_alloc(&fl, block_size(&shapes[o]));
         }
         for (int k = 0; k < n->num_inputs; k++) {
             int a = n->inputs[k];
-            if (a < 0 || --remaining[a] > 0 || !in_arena[a]) continue;
-            if (offsets[a] >= 0 && !handed_over[a] && !list_free(&fl, (size_t)offsets[a], block_size(&shapes[a]))) {
+            if (a < 0 || !in_arena[a] || offsets[a] < 0) continue;
+            int b = owner[a];
+            if (--block_reads[b] > 0) continue;
+            if (!list_free(&fl, (size_t)offsets[b], block_size(&shapes[b]))) {
                 st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
                 goto done;
             }
@@ -139,7 +151,7 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const ten
         /* outputs nobody reads (unused optional outputs) die right away */
         for (int k = 0; k < n->num_outputs; k++) {
             int o = n->outputs[k];
-            if (o >= 0 && in_arena[o] && remaining[o] == 0 && offsets[o] >= 0 &&
+            if (o >= 0 && in_arena[o] && remaining[o] == 0 && offsets[o] >= 0 && owner[o] == o && block_reads[o] == 0 &&
                 !list_free(&fl, (size_t)offsets[o], block_size(&shapes[o]))) {
                 st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning memory");
                 goto done;
@@ -149,7 +161,8 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const ten
     *arena_bytes = fl.end;
 done:
     free(remaining);
-    free(handed_over);
+    free(owner);
+    free(block_reads);
     free(fl.blocks);
     return st;
 }

@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cinfer_ctypes import Session
+from cinfer_ctypes import Session, Tensor
 
 N = helper.make_node
 
@@ -140,3 +140,51 @@ def test_scale_after_a_non_constant_product_stays(lib):
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])], {"s": np.array(8, np.float32)})
     ops = check_against_ort(lib, m, {"x": f32(3, 4), "x2": f32(4, 3, seed=1)})
     assert ops["Div"] == 1
+
+
+def test_reshapes_are_views_of_a_value_read_elsewhere_too(lib):
+    """Reshape/Squeeze/Unsqueeze/Flatten outputs share their input's arena block even when the input has other
+    readers (the fused Gemm's row view of a LayerNorm output that Q, K and V all read): only the Relu's block is
+    planned."""
+    m = model([N("Relu", ["x"], ["r"]), N("Reshape", ["r", "s1"], ["v1"]), N("Flatten", ["r"], ["v2"], axis=0),
+               N("Add", ["v1", "c"], ["y1"]), N("Mul", ["v2", "c"], ["y2"]), N("Sigmoid", ["r"], ["y3"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 32])],
+              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y2", "y3")],
+              {"s1": np.array([1024, 1], np.int64), "c": np.array(2, np.float32)})
+    ops = check_against_ort(lib, m, {"x": f32(32, 32)})
+    assert ops["Reshape"] == 1 and ops["Flatten"] == 1
+    s = Session(lib, m.SerializeToString())
+    x = f32(32, 32)
+    ins = (Tensor * 1)()
+    ins[0].name, ins[0].dtype, ins[0].ndim = b"x", 1, 2
+    ins[0].dims[0] = ins[0].dims[1] = 32
+    ins[0].data = x.ctypes.data
+    arena = ctypes.c_size_t()
+    lib.lib.cinfer_session_plan_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
+                                                   ctypes.POINTER(ctypes.c_size_t)]
+    lib.check(lib.lib.cinfer_session_plan_memory(s.session, ins, 1, ctypes.byref(arena)))
+    assert arena.value == 32 * 32 * 4, arena.value
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_matmul_bias_becomes_one_gemm(lib, rank):
+    shape = [6, 24] if rank == 2 else [2, 3, 24]
+    m = model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch"] + shape[1:])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+              {"w": f32(24, 8, seed=1), "b": f32(8, seed=2)})
+    ops = check_against_ort(lib, m, {"x": f32(*shape)})
+    assert ops.get("Gemm") == 1 and "MatMul" not in ops and "Add" not in ops, ops
+    s = Session(lib, m.SerializeToString())  # another batch size re-plans the host-evaluated output shape
+    x = f32(5, *shape[1:], seed=3)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(s.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_with_a_non_constant_weight_stays(lib):
+    m = model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),
+               helper.make_tensor_value_info("w", TensorProto.FLOAT, [6, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], {"b": f32(3)})
+    ops = check_against_ort(lib, m, {"x": f32(4, 6), "w": f32(6, 3, seed=1)})
+    assert ops == {"MatMul": 1, "Add": 1}, ops
