@@ -1,6 +1,7 @@
 /* Devices beyond the CPU: loads the CUDA backend module on first use and serves the public device API.
  *
- * The module (libcinfer_cuda.so) is looked for in CINFER_CUDA_MODULE, then beside the libcinfer.so this code
+ * Without the NVIDIA driver (libcuda.so.1) the module is not loaded at all. The module (libcinfer_cuda.so) is looked
+ * for in CINFER_CUDA_MODULE, then beside the libcinfer.so this code
  * runs from, then on the loader's search path. It links libcinfer.so itself, so a program must use the shared
  * engine for CUDA: a statically linked copy would not be the one the module binds to.
  */
@@ -37,6 +38,14 @@ static bool engine_library_dir(char *dir, size_t size) {
 
 static void load_module(void) {
     char dir[PATH_MAX], path[PATH_MAX + 32];
+    /* No NVIDIA driver, no GPU: say so without mapping the module, whose CUDA libraries cost ~150 MiB of resident
+     * memory and tens of milliseconds to load (a CPU-only server asking "any GPUs?" must stay small). */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) {
+        snprintf(load_failure, sizeof load_failure, "CUDA is not usable here: no NVIDIA driver (%s)", dlerror());
+        return;
+    }
+    dlclose(driver); /* the module's CUDA runtime loads it again */
     if (!engine_library_dir(dir, sizeof dir)) {
         snprintf(load_failure, sizeof load_failure,
                  "the CUDA backend needs the shared libcinfer.so (this program links the engine statically)");
