@@ -5,6 +5,7 @@
  *  - GELU: x * 0.5 * (1 + erf(x / sqrt(2))), in the orders exporters write it, becomes one Gelu node
  *    (five elementwise kernels -> one);
  *  - Softmax NaN guard: Where(IsNaN(p), 0, p) after a Softmax becomes the Softmax's "cinfer_nan_to_zero";
+ *  - Relu(Conv(x) + r): the Conv adds the residual r (and applies the Relu) in its bias pass;
  *  - MatMul(X, W) + b with constant W and b: a Gemm with a bias epilogue over X's rows (reshaped around it);
  *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
  *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K).
@@ -482,6 +483,69 @@ oom:
     return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing a MatMul and its bias");
 }
 
+/* ---- Conv + residual Add (+ Relu) ---- */
+
+static bool same_static_shape(const graph *g, int a, int b) {
+    const graph_value *x = &g->values[a], *y = &g->values[b];
+    if (x->ndim < 1 || x->ndim != y->ndim) return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->dims[d] != y->dims[d] || (x->dims[d] < 0 && d > 0)) return false; /* only the batch dim may be dynamic */
+    return true;
+}
+
+static cinfer_status add_int_attr(graph_node *n, const char *name) {
+    graph_attr *attrs = realloc(n->attrs, sizeof(graph_attr) * (size_t)(n->num_attrs + 1));
+    if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", n->name);
+    n->attrs = attrs;
+    graph_attr *a = &n->attrs[n->num_attrs];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name);
+    if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", n->name);
+    a->type = ATTR_INT;
+    a->i = 1;
+    n->num_attrs++;
+    return CINFER_OK;
+}
+
+/* Relu(Conv(x) + r) or Conv(x) + r with r shaped like the Conv's output (ResNet's residual joins): the Conv reads r
+ * as a 4th input ("cinfer_fused_add", plus "cinfer_fused_add_relu") and adds it, and the Relu, in the pass that
+ * already adds its bias after cuDNN: the Add and the Relu kernels and two passes over the activations go. */
+static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *add = &g->nodes[i];
+        if (!is_op(add, "Add") || add->num_inputs != 2) continue;
+        for (int side = 0; side < 2; side++) {
+            int c = add->inputs[side], r = add->inputs[1 - side];
+            int cv = producer_node(g, c);
+            if (c == r || cv < 0 || !single_use(g, c) || g->values[r].kind == VALUE_CONSTANT) continue;
+            graph_node *conv = &g->nodes[cv];
+            if (!is_op(conv, "Conv") || conv->num_inputs > 3 || graph_node_attr(conv, "cinfer_fused_relu") ||
+                graph_node_attr(conv, "cinfer_fused_add") || !same_static_shape(g, c, r))
+                continue;
+            int out = add->outputs[0], relu = -1;
+            if (single_use(g, out)) {
+                int k = only_consumer(g, out);
+                if (k >= 0 && is_op(&g->nodes[k], "Relu")) relu = k;
+            }
+            int *ins = realloc(conv->inputs, sizeof(int) * 4);
+            if (!ins) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", conv->name);
+            conv->inputs = ins;
+            while (conv->num_inputs < 3) conv->inputs[conv->num_inputs++] = -1;
+            conv->inputs[3] = r;
+            conv->num_inputs = 4;
+            CINFER_TRY(add_int_attr(conv, "cinfer_fused_add"));
+            if (relu >= 0) CINFER_TRY(add_int_attr(conv, "cinfer_fused_add_relu"));
+            conv->outputs[0] = relu >= 0 ? g->nodes[relu].outputs[0] : out;
+            add->removed = true;
+            if (relu >= 0) g->nodes[relu].removed = true;
+            *changed = true; /* r may come later in the order than the Conv: the caller sorts again */
+            recount(g);
+            break;
+        }
+    }
+    return CINFER_OK;
+}
+
 cinfer_status graph_fuse(graph *g) {
     recount(g);
     CINFER_TRY(merge_common_subexpressions(g));
@@ -490,6 +554,7 @@ cinfer_status graph_fuse(graph *g) {
     CINFER_TRY(fold_scales(g));
     bool added = false;
     CINFER_TRY(fuse_matmul_bias(g, &added));
+    CINFER_TRY(fuse_conv_residual(g, &added));
     if (added) { /* new nodes went to the end: put them in order for the passes after this one */
         graph_compact(g);
         CINFER_TRY(graph_sort(g));

@@ -188,3 +188,45 @@ def test_matmul_with_a_non_constant_weight_stays(lib):
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], {"b": f32(3)})
     ops = check_against_ort(lib, m, {"x": f32(4, 6), "w": f32(6, 3, seed=1)})
     assert ops == {"MatMul": 1, "Add": 1}, ops
+
+
+def residual_model(relu=True, residual_shape=(2, 8, 6, 6), bias=True):
+    nodes = [N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), N("Relu", ["c1"], ["r1"]),
+             N("Conv", ["r1", "w2"] + (["b2"] if bias else []), ["c2"], pads=[1, 1, 1, 1]),
+             N("Add", ["skip", "c2"], ["s"])]
+    nodes += [N("Relu", ["s"], ["y"])] if relu else [N("Sigmoid", ["s"], ["y"])]
+    m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 6, 6]),
+                      helper.make_tensor_value_info("skip", TensorProto.FLOAT, ["n"] + list(residual_shape[1:]))],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, 6, 6])],
+              {"w1": f32(8, 4, 3, 3, seed=1) * 0.3, "b1": f32(8, seed=2), "w2": f32(8, 8, 3, 3, seed=3) * 0.2,
+               "b2": f32(8, seed=4)})
+    # exporters record intermediate shapes (value_info); the fusion needs the Conv output's to match the residual's
+    m.graph.value_info.append(helper.make_tensor_value_info("c2", TensorProto.FLOAT, ["n", 8, 6, 6]))
+    return m
+
+
+@pytest.mark.parametrize("relu,bias", [(True, True), (False, True), (True, False)])
+def test_conv_residual_add_relu_fuse_into_the_conv(lib, relu, bias):
+    m = residual_model(relu=relu, bias=bias)
+    feeds = {"x": f32(2, 4, 6, 6), "skip": f32(2, 8, 6, 6, seed=9)}
+    ops = check_against_ort(lib, m, feeds, rtol=1e-5, atol=1e-5)
+    assert ops == ({"Conv": 2} if relu else {"Conv": 2, "Sigmoid": 1}), ops
+    half = Session(lib, m.SerializeToString(), options={"precision": "fp16"}).run(feeds)[0]
+    want = Session(lib, m.SerializeToString()).run(feeds)[0]
+    np.testing.assert_allclose(half, want, rtol=1e-2, atol=1e-2)
+
+
+def test_broadcast_residual_is_not_fused(lib):
+    m = residual_model(residual_shape=(2, 8, 1, 1))
+    ops = check_against_ort(lib, m, {"x": f32(2, 4, 6, 6), "skip": f32(2, 8, 1, 1, seed=9)}, rtol=1e-5, atol=1e-5)
+    assert ops["Add"] == 1 and ops["Relu"] == 1, ops
+
+
+def test_a_conv_with_four_inputs_in_a_file_is_refused(lib):
+    m = model([N("Conv", ["x", "w", "b", "x"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+              {"w": f32(1, 1, 1, 1), "b": f32(1)})
+    with pytest.raises(Exception) as e:
+        Session(lib, m.SerializeToString()).run({"x": f32(1, 1, 3, 3)})
+    assert "4 inputs given, Conv takes 2 or 3" in str(e.value)

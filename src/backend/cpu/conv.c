@@ -507,8 +507,27 @@ static cinfer_status conv_impl(const graph_node *n, const tensor *in, int num_in
     return CINFER_OK;
 }
 
+/* Conv with the fused residual Add of graph/fusion.c ("cinfer_fused_add", input 3 shaped like Y, then the Relu of
+ * "cinfer_fused_add_relu"): the convolution, then one pass adding R (float32 here: run_staged converted it). */
+static cinfer_status conv_residual_impl(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out,
+                                        scratch *sc) {
+    CINFER_TRY(conv_impl(n, in, num_in < 3 ? num_in : 3, out, num_out, sc));
+    /* sc->measure, not scratch_measuring(): that would reset the size conv_impl just measured */
+    if (num_in < 4 || in[3].dtype == CINFER_DTYPE_UNDEFINED || sc->measure) return CINFER_OK;
+    float *y = out[0].data;
+    const float *r = in[3].data;
+    const bool relu = graph_attr_int(n, "cinfer_fused_add_relu", 0) != 0;
+    const int64_t count = tensor_numel(&out[0]);
+#pragma omp parallel for num_threads(cpu_num_threads()) schedule(static) if (count >= PAR_MIN_WORK)
+    for (int64_t i = 0; i < count; i++) {
+        float v = y[i] + r[i];
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+    return CINFER_OK;
+}
+
 static cinfer_status run_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    return dispatch(n, in, num_in, out, num_out, conv_impl);
+    return dispatch(n, in, num_in, out, num_out, num_in > 3 ? conv_residual_impl : conv_impl);
 }
 
 /* ---- ConvTranspose ---- */

@@ -339,7 +339,20 @@ static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_i
                           "Conv node '%s': W %s has %lld output channels, not a multiple of group %lld", n->name,
                           tensor_shape_str(w, sw, sizeof sw), (long long)m, (long long)group);
     CINFER_TRY(check_bias(n, in, num_in, m));
-    return window_shape(n, x, w, m, &out[0]);
+    CINFER_TRY(window_shape(n, x, w, m, &out[0]));
+    if (num_in < 4) return CINFER_OK;
+    /* a 4th input only as the fused residual of graph/fusion.c, shaped and typed like Y */
+    const tensor *r = &in[3];
+    char sr[128], sy[128];
+    if (!graph_node_attr(n, "cinfer_fused_add"))
+        return core_error(CINFER_ERR_INVALID_MODEL, "Conv node '%s': %d inputs given, Conv takes 2 or 3", n->name, num_in);
+    bool same = r->dtype == x->dtype && r->ndim == out[0].ndim;
+    for (int d = 0; same && d < r->ndim; d++) same = r->dims[d] == out[0].dims[d];
+    if (!same)
+        return core_error(CINFER_ERR_INVALID_MODEL, "Conv node '%s': the fused residual %s %s must match Y %s %s", n->name,
+                          cinfer_dtype_name(r->dtype), tensor_shape_str(r, sr, sizeof sr), cinfer_dtype_name(x->dtype),
+                          tensor_shape_str(&out[0], sy, sizeof sy));
+    return CINFER_OK;
 }
 
 static cinfer_status infer_conv_transpose(const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -433,7 +446,7 @@ static cinfer_status infer_global_pool(const graph_node *n, const tensor *in, in
 }
 
 const op_schema shape_conv_schemas[] = {
-    {"Conv", infer_conv, 0, 0, 2, 3},
+    {"Conv", infer_conv, 0, 0, 2, 4}, /* the 4th: the fused residual (graph/fusion.c) */
     {"ConvTranspose", infer_conv_transpose, 0, 0, 2, 3},
     {"BatchNormalization", infer_batchnorm, 0, 0, 5, 5},
     {"MaxPool", infer_maxpool, 0, 0, 1, 1},

@@ -68,11 +68,12 @@ __global__ void shift_kernel(const T *src, T *dst, int64_t total, conv_shift sh,
 
 template <typename T>
 __global__ void bias_act_kernel(T *y, int64_t total, int64_t channels, int64_t size, const T *bias, bool fill,
-                                bool relu) {
+                                bool relu, const T *residual) {
     using A = typename cmp<T>::type;
     CUDA_GRID_STRIDE(i, total) {
         A v = fill ? (A)0 : ld(y[i]);
         if (bias) v += ld(bias[(i / size) % channels]);
+        if (residual) v += ld(residual[i]);
         if (relu) v = v > (A)0 ? v : (A)0;
         y[i] = st<T>(v);
     }
@@ -84,13 +85,15 @@ constexpr int64_t kPlaneMin = 128;
 
 template <typename T>
 __global__ void bias_act_planes(T *y, int64_t planes, int64_t channels, int64_t size, const T *bias, bool fill,
-                                bool relu) {
+                                bool relu, const T *residual) {
     using A = typename cmp<T>::type;
     for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
         const A b = bias ? ld(bias[pl % channels]) : (A)0;
         T *row = y + pl * size;
+        const T *res = residual ? residual + pl * size : nullptr;
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < size; j += (int64_t)blockDim.x * gridDim.x) {
             A v = fill ? b : ld(row[j]) + b;
+            if (res) v += ld(res[j]);
             if (relu) v = v > (A)0 ? v : (A)0;
             row[j] = st<T>(v);
         }
@@ -437,13 +440,14 @@ void launch_shift(const void *src, void *dst, int64_t total, const conv_shift &s
 
 template <typename T>
 void launch_bias_act(void *y, int64_t total, int64_t channels, int64_t size, const void *bias, bool fill, bool relu,
-                     cudaStream_t stream) {
+                     const void *residual, cudaStream_t stream) {
     if (size >= kPlaneMin)
         bias_act_planes<T><<<planes_grid(total / size, size), kBlock, 0, stream>>>((T *)y, total / size, channels, size,
-                                                                                    (const T *)bias, fill, relu);
+                                                                                    (const T *)bias, fill, relu,
+                                                                                    (const T *)residual);
     else
         bias_act_kernel<T><<<grid_for(total), kBlock, 0, stream>>>((T *)y, total, channels, size, (const T *)bias,
-                                                                    fill, relu);
+                                                                    fill, relu, (const T *)residual);
 }
 
 template <typename T>
@@ -516,10 +520,10 @@ extern "C" cudaError_t conv_launch_shift(cinfer_dtype dtype, const void *src, vo
 
 extern "C" cudaError_t conv_launch_bias_act(cinfer_dtype dtype, void *y, int64_t planes, int64_t channels,
                                             int64_t plane_size, const void *bias, bool fill, bool relu,
-                                            cudaStream_t stream) {
+                                            const void *residual, cudaStream_t stream) {
     const int64_t total = planes * plane_size;
     if (total == 0) return cudaSuccess;
-    CONV_DISPATCH(dtype, T, launch_bias_act<T>(y, total, channels, plane_size, bias, fill, relu, stream),
+    CONV_DISPATCH(dtype, T, launch_bias_act<T>(y, total, channels, plane_size, bias, fill, relu, residual, stream),
                   return cudaErrorInvalidValue)
     return cudaGetLastError();
 }

@@ -26,9 +26,10 @@ typedef struct conv_shift {
 cudaError_t conv_launch_shift(cinfer_dtype dtype, const void *src, void *dst, int64_t planes, conv_shift sh,
                               const void *bias, int64_t channels, cudaStream_t stream);
 
-/* y[p, i] = (fill ? 0 : y[p, i]) + bias[p % channels] (bias may be NULL), then max(0, .) when relu. */
+/* y[p, i] = (fill ? 0 : y[p, i]) + bias[p % channels] (bias may be NULL) + residual[p, i] (may be NULL: the fused
+ * residual Add of "cinfer_fused_add"), then max(0, .) when relu. */
 cudaError_t conv_launch_bias_act(cinfer_dtype dtype, void *y, int64_t planes, int64_t channels, int64_t plane_size,
-                                 const void *bias, bool fill, bool relu, cudaStream_t stream);
+                                 const void *bias, bool fill, bool relu, const void *residual, cudaStream_t stream);
 
 /* Direct Conv: y[n, m] = act(bias[m] + sum over the group's channels and taps of x * w). W is [m, c / group, k...]. */
 cudaError_t conv_launch_direct(cinfer_dtype dtype, const void *x, const void *w, const void *bias, void *y,

@@ -321,31 +321,38 @@ static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *i
     (void)num_out;
     const tensor *xt = &in[0], *w = &in[1];
     const tensor *b = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
+    /* the fused residual Add (graph/fusion.c): Y = act(conv + B + R), R shaped like Y (the schema checked it) */
+    const tensor *r = num_in > 3 && in[3].dtype != CINFER_DTYPE_UNDEFINED ? &in[3] : NULL;
     tensor *y = &out[0];
     if (!conv_dtype(xt->dtype)) return cuda_unsupported_dtype(n, xt->dtype);
-    if (w->dtype != xt->dtype || (b && b->dtype != xt->dtype) || y->dtype != xt->dtype)
+    if (w->dtype != xt->dtype || (b && b->dtype != xt->dtype) || y->dtype != xt->dtype || (r && r->dtype != xt->dtype))
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B and Y must share one dtype", n->name);
     conv_geom g;
     int64_t group;
     CINFER_TRY(conv_compute_conv(n, xt, w, b, y, "CUDA", &g, &group));
     const int nsp = xt->ndim - 2;
     int64_t batch = xt->dims[0], c = xt->dims[1], m = y->dims[1];
-    const bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0;
+    const bool relu = graph_attr_int(n, r ? "cinfer_fused_add_relu" : "cinfer_fused_relu", 0) != 0;
+    const void *res = r ? r->data : NULL;
     const int64_t out_size = g.out_size;
     if (batch * m * out_size == 0) return CINFER_OK;
     const void *bias = b ? b->data : NULL;
     if (c == 0 || g.in_size == 0) /* no input taps: Y is the bias */
         return cuda_check_launch(n, "Conv bias fill", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
-                                                                           bias, true, relu, x->stream));
+                                                                           bias, true, relu, res, x->stream));
     bool done = false;
     CINFER_TRY(conv_cudnn(x, n, xt, w, y, nsp, &g, group, &done));
     if (done) {
-        if (!bias && !relu) return CINFER_OK;
-        return cuda_check_launch(n, "Conv bias/Relu", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
-                                                                           bias, false, relu, x->stream));
+        if (!bias && !relu && !res) return CINFER_OK;
+        return cuda_check_launch(n, "Conv bias/residual/Relu",
+                                 conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, false, relu, res,
+                                                      x->stream));
     }
-    return cuda_check_launch(n, "Conv direct", conv_launch_direct(xt->dtype, xt->data, w->data, bias, y->data, batch,
-                                                                  c, m, group, g, relu, x->stream));
+    CINFER_TRY(cuda_check_launch(n, "Conv direct", conv_launch_direct(xt->dtype, xt->data, w->data, bias, y->data, batch,
+                                                                      c, m, group, g, relu && !res, x->stream)));
+    if (!res) return CINFER_OK;
+    return cuda_check_launch(n, "Conv residual", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, NULL,
+                                                                      false, relu, res, x->stream));
 }
 
 /* ---- ConvTranspose ---- */
@@ -409,7 +416,7 @@ static cinfer_status conv_transpose_cudnn(cuda_exec *x, const graph_node *n, con
             if (bias)
                 st = cuda_check_launch(n, "ConvTranspose bias",
                                        conv_launch_bias_act(xt->dtype, y->data, batch * m, m, g->out_size, bias,
-                                                            false, false, x->stream));
+                                                            false, false, NULL, x->stream));
         } else {
             conv_shift sh;
             for (int i = 0; i < 3; i++) {
@@ -446,7 +453,7 @@ static cinfer_status run_conv_transpose(cuda_exec *x, const graph_node *n, const
     if (c == 0 || g.in_size == 0) /* no input: Y is the bias */
         return cuda_check_launch(n, "ConvTranspose bias fill",
                                  conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, true, false,
-                                                      x->stream));
+                                                      NULL, x->stream));
     bool done = false;
     CINFER_TRY(conv_transpose_cudnn(x, n, xt, w, bias, y, nsp, &g, group, &done));
     if (done) return CINFER_OK;
