@@ -291,16 +291,7 @@ static cinfer_status fuse_softmax_nan_guard(graph *g) {
         if (w->inputs[0] != g->nodes[isnan].outputs[0] || !single_use(g, w->inputs[0]) || !scalar_zero(g, w->inputs[1]) ||
             g->values[w->outputs[0]].is_output)
             continue;
-        graph_attr *attrs = realloc(sm->attrs, sizeof(graph_attr) * (size_t)(sm->num_attrs + 1));
-        if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", sm->name);
-        sm->attrs = attrs;
-        graph_attr *a = &sm->attrs[sm->num_attrs];
-        memset(a, 0, sizeof *a);
-        a->name = strdup("cinfer_nan_to_zero");
-        if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", sm->name);
-        a->type = ATTR_INT;
-        a->i = 1;
-        sm->num_attrs++;
+        CINFER_TRY(graph_node_add_int_attr(sm, "cinfer_nan_to_zero", 1));
         replace_uses(g, g->nodes[where].outputs[0], p);
         g->nodes[where].removed = g->nodes[isnan].removed = true;
         recount(g);
@@ -463,16 +454,7 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
                 goto oom;
             int concat = add_fused_node(g, base, "Concat", cc, 2, ys);
             if (concat < 0 || add_fused_node(g, base, "Reshape", r2, 2, y) < 0) goto oom;
-            graph_attr *axis;
-            graph_attr *attrs = realloc(g->nodes[concat].attrs, sizeof(graph_attr));
-            if (!attrs) goto oom;
-            g->nodes[concat].attrs = attrs;
-            axis = &attrs[0];
-            memset(axis, 0, sizeof *axis);
-            axis->name = strdup("axis");
-            if (!axis->name) goto oom;
-            axis->type = ATTR_INT;
-            g->nodes[concat].num_attrs = 1;
+            CINFER_TRY(graph_node_add_int_attr(&g->nodes[concat], "axis", 0));
         }
         g->nodes[i].removed = g->nodes[mm].removed = true;
         *changed = true;
@@ -491,20 +473,6 @@ static bool same_static_shape(const graph *g, int a, int b) {
     for (int d = 0; d < x->ndim; d++)
         if (x->dims[d] != y->dims[d] || (x->dims[d] < 0 && d > 0)) return false; /* only the batch dim may be dynamic */
     return true;
-}
-
-static cinfer_status add_int_attr(graph_node *n, const char *name) {
-    graph_attr *attrs = realloc(n->attrs, sizeof(graph_attr) * (size_t)(n->num_attrs + 1));
-    if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", n->name);
-    n->attrs = attrs;
-    graph_attr *a = &n->attrs[n->num_attrs];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", n->name);
-    a->type = ATTR_INT;
-    a->i = 1;
-    n->num_attrs++;
-    return CINFER_OK;
 }
 
 /* Relu(Conv(x) + r) or Conv(x) + r with r shaped like the Conv's output (ResNet's residual joins): the Conv reads r
@@ -533,8 +501,8 @@ static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
             while (conv->num_inputs < 3) conv->inputs[conv->num_inputs++] = -1;
             conv->inputs[3] = r;
             conv->num_inputs = 4;
-            CINFER_TRY(add_int_attr(conv, "cinfer_fused_add"));
-            if (relu >= 0) CINFER_TRY(add_int_attr(conv, "cinfer_fused_add_relu"));
+            CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_add", 1));
+            if (relu >= 0) CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_add_relu", 1));
             conv->outputs[0] = relu >= 0 ? g->nodes[relu].outputs[0] : out;
             add->removed = true;
             if (relu >= 0) g->nodes[relu].removed = true;

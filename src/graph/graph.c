@@ -138,6 +138,27 @@ graph *graph_clone(const graph *src) {
     return g;
 }
 
+cinfer_status graph_node_add_attr(graph_node *n, const char *name, graph_attr **out) {
+    graph_attr *attrs = realloc(n->attrs, sizeof(graph_attr) * (size_t)(n->num_attrs + 1));
+    if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory adding attribute '%s' to node '%s'", name, n->name);
+    n->attrs = attrs;
+    graph_attr *a = &n->attrs[n->num_attrs];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name);
+    if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory adding attribute '%s' to node '%s'", name, n->name);
+    n->num_attrs++;
+    *out = a;
+    return CINFER_OK;
+}
+
+cinfer_status graph_node_add_int_attr(graph_node *n, const char *name, int64_t value) {
+    graph_attr *a;
+    CINFER_TRY(graph_node_add_attr(n, name, &a));
+    a->type = ATTR_INT;
+    a->i = value;
+    return CINFER_OK;
+}
+
 /* FNV-1a: names are short; a simple hash keeps lookups O(1) so loading stays linear in the model size. */
 static uint32_t name_hash(const char *name) {
     uint32_t h = 2166136261u;

@@ -103,6 +103,10 @@ int graph_new_value(graph *g, const char *base);
 int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,
                    const int *inputs, int num_inputs, const int *outputs, int num_outputs);
 void graph_attr_clear(graph_attr *a);
+/* Appends an attribute named `name` (type and value left zero for the caller to fill); fails (clear error) on OOM. */
+cinfer_status graph_node_add_attr(graph_node *n, const char *name, graph_attr **out);
+/* Appends the int attribute name = value (the passes' internal markers such as "cinfer_fused_relu"). */
+cinfer_status graph_node_add_int_attr(graph_node *n, const char *name, int64_t value);
 
 /* ---- attributes ---- */
 const graph_attr *graph_node_attr(const graph_node *n, const char *name);

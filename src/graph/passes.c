@@ -365,16 +365,7 @@ static cinfer_status fuse_conv_relu(graph *g) {
         if (yv->producer < 0 || yv->num_consumers != 1 || yv->is_output) continue;
         graph_node *conv = &g->nodes[yv->producer];
         if (conv->removed || strcmp(conv->op_type, "Conv") != 0 || graph_node_attr(conv, "cinfer_fused_relu")) continue;
-        graph_attr *attrs = realloc(conv->attrs, sizeof(graph_attr) * (size_t)(conv->num_attrs + 1));
-        if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", conv->name);
-        conv->attrs = attrs;
-        graph_attr *a = &conv->attrs[conv->num_attrs];
-        memset(a, 0, sizeof *a);
-        a->name = strdup("cinfer_fused_relu");
-        if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", conv->name);
-        a->type = ATTR_INT;
-        a->i = 1;
-        conv->num_attrs++;
+        CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_relu", 1));
         conv->outputs[0] = relu->outputs[0];
         relu->removed = true;
         recount_uses(g);

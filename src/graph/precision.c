@@ -47,30 +47,13 @@ static cinfer_status convert_tensor(tensor *t, cinfer_dtype half, const char *wh
     return CINFER_OK;
 }
 
-static cinfer_status add_attr(graph_node *n, const char *name, graph_attr **out) {
-    graph_attr *attrs = realloc(n->attrs, sizeof(graph_attr) * (size_t)(n->num_attrs + 1));
-    if (!attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "precision conversion: out of memory at node '%s'", n->name);
-    n->attrs = attrs;
-    graph_attr *a = &n->attrs[n->num_attrs];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    if (!a->name) return core_error(CINFER_ERR_OUT_OF_MEMORY, "precision conversion: out of memory at node '%s'", n->name);
-    n->num_attrs++;
-    *out = a;
-    return CINFER_OK;
-}
-
 /* Adds Cast(from) -> to with the given target dtype. */
 static cinfer_status add_cast(graph *g, int from, int to, cinfer_dtype dtype) {
     char name[512];
     snprintf(name, sizeof name, "cinfer_precision_cast/%s", g->values[to].name);
     int idx = graph_add_node(g, name, "Cast", "", g->opset, &from, 1, &to, 1);
     if (idx < 0) return core_error(CINFER_ERR_OUT_OF_MEMORY, "precision conversion: out of memory adding '%s'", name);
-    graph_attr *a;
-    CINFER_TRY(add_attr(&g->nodes[idx], "to", &a));
-    a->type = ATTR_INT;
-    a->i = dtype;
-    return CINFER_OK;
+    return graph_node_add_int_attr(&g->nodes[idx], "to", dtype);
 }
 
 /* Points the uses of `from` by nodes on the device (not host-evaluated, not float-only inputs) at `to`;
@@ -113,7 +96,7 @@ static cinfer_status convert_node_types(graph_node *n, cinfer_dtype half) {
         if (value && value->type == ATTR_TENSOR && value->t.dtype == CINFER_DTYPE_FLOAT)
             return convert_tensor(&value->t, half, "ConstantOfShape's value");
         if (!value) { /* the default is a float32 zero */
-            CINFER_TRY(add_attr(n, "value", &value));
+            CINFER_TRY(graph_node_add_attr(n, "value", &value));
             value->type = ATTR_TENSOR;
             value->t.dtype = half;
             value->t.ndim = 1;
