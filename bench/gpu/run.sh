@@ -2,12 +2,18 @@
 # Everything a GPU check needs, in one call on the lent H200 (device tool, repository root, carry [".deps"]).
 # Unpacks .deps/gpu-bundle.tar.xz (bench/gpu/package.sh makes it here), points the loader at the carried
 # libraries and at PyTorch's cuDNN, then runs the stage(s) named:
-#   tests     cinfer gpus, the CUDA pytest suite, the model tests and the ONNX node tests on cuda, the
+#   tests     cinfer gpus, the CUDA pytest suite (graphs, precisions, determinism too), the model tests, the
+#             precision and fusion unit tests and the ONNX node tests on cuda, the
 #             differential op tests (CUDA vs CPU with guard bytes)
 #   models    ResNet-50 and BERT-base exported here, cinfer on CUDA vs onnxruntime (bench/gpu/check_models.py)
 #   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
 #             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
 #   sanitize  the differential op tests under compute-sanitizer memcheck (FILTER env narrows the cases)
+#   compare   cinfer vs PyTorch eager and CUDA Graphs side by side (bench/gpu/compare_pytorch.py; models exported
+#             here): by default ResNet-50 b1,8,64,256, BERT-base b1,8,32,128, DLRM-style b1,128,2048 and the 2048^2
+#             image b1 (+ stream vs copy loop), fp32 and fp16, device-resident and pinned rows, ResNet-50 load time,
+#             fp16/bf16 agreement: ~4-6 min. COMPARE_ARGS replaces the options (e.g. "--quick": the goal rows only);
+#             tables in $OUT/compare.log, everything in $OUT/compare/compare.json
 #   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol, batching, OOM
 #             and fault suites through tritonclient (real OOM under a memory limit, a poisoned device turning
 #             liveness to 400), and the real NVML metrics against nvidia-smi
@@ -45,6 +51,8 @@ for what in "${@:-tests}"; do
         stage gpus "$B/bin/cinfer" gpus
         stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
         stage model_tests_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider tests/models
+        stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider tests/unit/test_precision.py \
+            tests/unit/test_fusion.py
         stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures
         stage diff_ops $PY tests/ops/diff_ops.py --list
         ;;
@@ -63,6 +71,11 @@ for what in "${@:-tests}"; do
         stage server_gpu $PY -m pytest -q -rs -p no:cacheprovider tests/server/test_protocol.py \
             tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi" \
             tests/server/test_oom.py tests/server/test_faults.py
+        ;;
+    compare)
+        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+        stage compare timeout "${COMPARE_TIMEOUT:-560}" $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" \
+            --work "$WORK/compare-models" ${COMPARE_ARGS:-}
         ;;
     sanitize)
         stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
