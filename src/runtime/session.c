@@ -56,7 +56,8 @@ typedef struct plan {
     /* CUDA Graphs: the captured run of this plan's nodes (backend-owned handle), the plain runs so far, and
      * whether capture proved impossible */
     void *graph_exec;
-    uint64_t device_runs;
+    uint64_t device_runs;     /* plain runs that succeeded (the first warms plans and scratch) */
+    int capture_failures;     /* a failure can be passing (another thread synchronising the device): three end it */
     bool graph_impossible;
 } plan;
 
@@ -784,9 +785,13 @@ static cinfer_status run_nodes(cinfer_session *session, plan *p) {
 static cinfer_status run_device_nodes(cinfer_session *s, plan *p) {
     backend *b = s->backend;
     s->graph_replayed = false;
-    if (!s->cuda_graphs || !b->iface->graph_begin || s->profile || s->guard_bytes || p->graph_impossible ||
-        p->device_runs++ == 0)
+    if (!s->cuda_graphs || !b->iface->graph_begin || s->profile || s->guard_bytes || p->graph_impossible)
         return run_nodes(s, p);
+    if (p->device_runs == 0) { /* a failed first run (out of memory, say) must not count as the warm-up */
+        CINFER_TRY(run_nodes(s, p));
+        p->device_runs++;
+        return CINFER_OK;
+    }
     if (p->graph_exec) {
         bool stale = false;
         CINFER_TRY(b->iface->graph_launch(b, p->graph_exec, &stale));
@@ -803,8 +808,10 @@ static cinfer_status run_device_nodes(cinfer_session *s, plan *p) {
         p->graph_exec = b->iface->graph_end(b, st == CINFER_OK);
     }
     if (!p->graph_exec) {
-        p->graph_impossible = true;
-        s->graph_fallbacks++;
+        if (++p->capture_failures >= 3) {
+            p->graph_impossible = true;
+            s->graph_fallbacks++;
+        }
         return run_nodes(s, p);
     }
     s->graph_captures++;

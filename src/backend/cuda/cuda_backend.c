@@ -156,8 +156,10 @@ static cinfer_status staging_reserve(cuda_backend_ctx *c, staging_buffer *s, siz
     if (s->used) {
         CINFER_TRY(stream_sync(c));
         if (s == &c->to_host) CINFER_TRY(flush_to_host(c));
+        s->used = 0; /* every copy staged through it has finished: run_device never synchronises, so reuse here */
+        if (bytes <= s->cap) return CINFER_OK;
     }
-    size_t cap = s->cap * 2 > s->used + bytes ? s->cap * 2 : s->used + bytes;
+    size_t cap = s->cap * 2 > bytes ? s->cap * 2 : bytes;
     if (cap < ((size_t)1 << 20)) cap = (size_t)1 << 20;
     void *grown = NULL;
     CINFER_TRY(alloc_malloc(c->dev->pinned, cap, c->stream_id, &grown));
@@ -225,6 +227,10 @@ static cinfer_status cuda_join_stream(backend *b, void *stream, bool session_wai
                               "cudaEventCreate"));
     cudaStream_t caller = (cudaStream_t)stream, from = session_waits ? caller : c->exec.stream,
                  to = session_waits ? c->exec.stream : caller;
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (session_waits && cudaStreamIsCapturing(caller, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone)
+        return core_error(CINFER_ERR_UNSUPPORTED, "cinfer_session_run_device: the caller's stream is being captured into a "
+                          "CUDA graph; cinfer captures (and replays) its own graphs, so call it outside the capture");
     CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventRecord(c->join_event, from), "cudaEventRecord"));
     return cuda_check(c->dev->ordinal, cudaStreamWaitEvent(to, c->join_event, 0), "cudaStreamWaitEvent");
 }

@@ -100,8 +100,9 @@ static cudnnStatus_t dnn_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t type,
 
 /* Float32 takes TF32 tensor-core algorithms only when the session asked for precision "tf32". */
 static bool math_allowed(const dnn_key *k, cudnnMathType_t m) {
-    return k->dtype != CINFER_DTYPE_FLOAT || k->tf32 ||
-           (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+    if (k->dtype != CINFER_DTYPE_FLOAT) return true;
+    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false; /* may run float32 data as float16: never */
+    return k->tf32 || m != CUDNN_TENSOR_OP_MATH;
 }
 
 /* Sets the plan's math type and algorithm to perf's when its real workspace fits. */
