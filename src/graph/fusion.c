@@ -467,11 +467,16 @@ oom:
 
 /* ---- Conv + residual Add (+ Relu) ---- */
 
+/* Equal static shapes: every dim known and equal, except a dynamic batch dim that both name alike (the same symbol
+ * is the same size; an unnamed or differently named one could be 1 on one side, where the Add would broadcast). */
 static bool same_static_shape(const graph *g, int a, int b) {
     const graph_value *x = &g->values[a], *y = &g->values[b];
     if (x->ndim < 1 || x->ndim != y->ndim) return false;
-    for (int d = 0; d < x->ndim; d++)
-        if (x->dims[d] != y->dims[d] || (x->dims[d] < 0 && d > 0)) return false; /* only the batch dim may be dynamic */
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->dims[d] != y->dims[d]) return false;
+        if (x->dims[d] < 0 && (d > 0 || !x->dim_names[d] || !y->dim_names[d] || strcmp(x->dim_names[d], y->dim_names[d]) != 0))
+            return false;
+    }
     return true;
 }
 
