@@ -446,7 +446,10 @@ static int parse_optimization(cctx *c, const config_field *of, model_config *cfg
         for (size_t k = 0; k < f->msg.num_fields; k++) {
             const config_field *g = &f->msg.fields[k];
             int rc;
-            if (!strcmp(g->name, "graphs")) rc = get_bool(c, g, "optimization.cuda.graphs", &cfg->cuda_graphs);
+            if (!strcmp(g->name, "graphs")) {
+                rc = get_bool(c, g, "optimization.cuda.graphs", &cfg->cuda_graphs);
+                cfg->cuda_graphs_given = 1;
+            }
             else if (!strcmp(g->name, "busy_wait_events")) rc = get_bool(c, g, "optimization.cuda.busy_wait_events", &cfg->cuda_busy_wait_events);
             else if (!strcmp(g->name, "output_copy_stream")) rc = get_bool(c, g, "optimization.cuda.output_copy_stream", &cfg->cuda_output_copy_stream);
             else rc = unknown(c, g, "optimization.cuda", "graphs, busy_wait_events, output_copy_stream");

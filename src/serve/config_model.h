@@ -89,6 +89,7 @@ typedef struct model_config {
     config_warmup *warmups;
     size_t num_warmups;
     int cuda_graphs, cuda_busy_wait_events, cuda_output_copy_stream;
+    int cuda_graphs_given;      /* optimization.cuda.graphs was written: false turns the engine's CUDA graphs off */
     int decoupled, response_cache;
     config_param *params;
     size_t num_params;

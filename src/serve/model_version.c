@@ -535,6 +535,10 @@ static size_t session_options(const model_version *mv, const model_load_options 
         keys[n] = "precision";
         vals[n++] = opt->precision;
     }
+    if (mv->cfg.cuda_graphs_given && !mv->cfg.cuda_graphs) { /* Triton's optimization { cuda { graphs: false } } */
+        keys[n] = "cuda_graphs";
+        vals[n++] = "0";
+    }
     for (size_t i = 0; i < mv->cfg.num_params; i++) {
         const char *k = mv->cfg.params[i].key;
         if (strncmp(k, MODEL_PARAM_SESSION_PREFIX, strlen(MODEL_PARAM_SESSION_PREFIX)) != 0) continue;

@@ -23,6 +23,7 @@ def test_config_and_flag_choose_the_precision(start_server, tmp_path):
     write_model(repo, "fp16", {1: mlp_model()}, params(cinfer_precision="fp16", cinfer_deterministic="1"))
     write_model(repo, "bf16", {1: mlp_model()}, params(cinfer_precision="bf16", cinfer_cuda_graphs="0"))
     write_model(repo, "bad", {1: mlp_model()}, params(cinfer_precision="fp8"))
+    write_model(repo, "nographs", {1: mlp_model()}, "optimization { cuda { graphs: false } }\n")
     s = start_server(repo, "--strict-readiness", "false")
     c = httpclient.InferenceServerClient(s.url)
     index = {m["name"]: m for m in c.get_model_repository_index()}
@@ -34,6 +35,7 @@ def test_config_and_flag_choose_the_precision(start_server, tmp_path):
         assert got.dtype == np.float32 and got.shape == ref.shape  # the wire keeps the model's dtypes
         assert np.max(np.abs(got - ref)) < tol and not np.array_equal(got, ref), name
     np.testing.assert_array_equal(probs(c, "fp16", x), probs(c, "fp16", x))
+    np.testing.assert_array_equal(probs(c, "nographs", x), ref)  # Triton's graphs: false reaches the engine as cuda_graphs=0
 
 
 def test_precision_flag_is_the_default_and_checked(start_server, tmp_path):
