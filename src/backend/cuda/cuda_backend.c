@@ -247,9 +247,15 @@ static cinfer_status cuda_graph_begin(backend *b) {
     if (c->sync_each_node || c->fault_node)
         return core_error(CINFER_ERR_UNSUPPORTED, "CUDA graphs are off while CINFER_CUDA_SYNC or fault injection is set");
     CINFER_TRY(use_device(c));
-    /* thread-local mode: other threads' CUDA calls (other sessions) go on while this one captures */
-    CINFER_TRY(cuda_check(c->dev->ordinal, cudaStreamBeginCapture(c->exec.stream, cudaStreamCaptureModeThreadLocal),
-                          "cudaStreamBeginCapture"));
+    /* thread-local mode: other threads' CUDA calls (other sessions) go on while this one captures, except the
+     * device-wide synchronising ones, which wait for the capture_lock held shared until graph_end */
+    pthread_rwlock_rdlock(&c->dev->capture_lock);
+    cinfer_status st = cuda_check(c->dev->ordinal, cudaStreamBeginCapture(c->exec.stream, cudaStreamCaptureModeThreadLocal),
+                                  "cudaStreamBeginCapture");
+    if (st != CINFER_OK) {
+        pthread_rwlock_unlock(&c->dev->capture_lock);
+        return st;
+    }
     c->capturing = true;
     return CINFER_OK;
 }
@@ -259,6 +265,7 @@ static void *cuda_graph_end(backend *b, bool keep) {
     cudaGraph_t graph = NULL;
     cudaError_t err = cudaStreamEndCapture(c->exec.stream, &graph);
     c->capturing = false;
+    pthread_rwlock_unlock(&c->dev->capture_lock);
     cuda_graph_run *run = NULL;
     if (err == cudaSuccess && graph && keep) {
         run = calloc(1, sizeof *run);
@@ -378,8 +385,10 @@ static void cuda_free(backend *b) {
         if (c->to_device.data) alloc_free(c->dev->pinned, c->to_device.data);
         if (c->to_host.data) alloc_free(c->dev->pinned, c->to_host.data);
         cuda_weights_release(c->dev, c->weights);
+        cuda_device_sync_begin(c->dev); /* cuDNN's destroy synchronises the device */
         if (c->exec.dnn) cudnnDestroy(c->exec.dnn);
         if (c->exec.lt) cublasLtDestroy(c->exec.lt);
+        cuda_device_sync_end(c->dev);
         if (c->stream_id > 0) cuda_device_remove_stream(c->dev, c->stream_id);
         if (c->exec.stream) cudaStreamDestroy(c->exec.stream);
         if (c->join_event) cudaEventDestroy(c->join_event);

@@ -62,6 +62,9 @@ cinfer_status cuda_device_usable(const cuda_device_state *d) {
     return CINFER_OK;
 }
 
+void cuda_device_sync_begin(cuda_device_state *d) { pthread_rwlock_wrlock(&d->capture_lock); }
+void cuda_device_sync_end(cuda_device_state *d) { pthread_rwlock_unlock(&d->capture_lock); }
+
 /* ---- raw interfaces under the caching allocators ---- */
 
 static cudaStream_t stream_of(cuda_device_state *d, int id) {
@@ -82,7 +85,9 @@ static cinfer_status raw_device_malloc(void *ctx, size_t bytes, void **ptr) {
 static void raw_device_free(void *ctx, void *ptr) {
     cuda_device_state *d = ctx;
     cudaSetDevice(d->ordinal);
+    cuda_device_sync_begin(d);
     cudaError_t err = cudaFree(ptr);
+    cuda_device_sync_end(d);
     if (err != cudaSuccess) cuda_check(d->ordinal, err, "cudaFree");
 }
 
@@ -99,7 +104,9 @@ static cinfer_status raw_pinned_malloc(void *ctx, size_t bytes, void **ptr) {
 
 static void raw_pinned_free(void *ctx, void *ptr) {
     cuda_device_state *d = ctx;
+    cuda_device_sync_begin(d);
     cudaError_t err = cudaFreeHost(ptr);
+    cuda_device_sync_end(d);
     if (err != cudaSuccess) cuda_check(d->ordinal, err, "cudaFreeHost");
 }
 
@@ -136,7 +143,10 @@ static void raw_event_destroy(void *ctx, void *event) {
 static cinfer_status raw_synchronize(void *ctx) {
     cuda_device_state *d = ctx;
     CINFER_TRY(cuda_check(d->ordinal, cudaSetDevice(d->ordinal), "cudaSetDevice"));
-    return cuda_check(d->ordinal, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cuda_device_sync_begin(d);
+    cudaError_t err = cudaDeviceSynchronize();
+    cuda_device_sync_end(d);
+    return cuda_check(d->ordinal, err, "cudaDeviceSynchronize");
 }
 
 /* ---- device table ---- */
@@ -182,6 +192,7 @@ cinfer_status cuda_device_get(int ordinal, cuda_device_state **out) {
         }
         d->ordinal = ordinal;
         pthread_mutex_init(&d->lock, NULL);
+        pthread_rwlock_init(&d->capture_lock, NULL);
         size_t free_b = 0, total_b = 0;
         st = cuda_check(ordinal, cudaSetDevice(ordinal), "cudaSetDevice");
         if (st == CINFER_OK) st = cuda_check(ordinal, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -196,6 +207,7 @@ cinfer_status cuda_device_get(int ordinal, cuda_device_state **out) {
             alloc_destroy(d->memory);
             alloc_destroy(d->pinned);
             pthread_mutex_destroy(&d->lock);
+            pthread_rwlock_destroy(&d->capture_lock);
             free(d);
             goto done;
         }
@@ -283,7 +295,10 @@ static cinfer_status weights_upload(cuda_device_state *d, const graph *g, cuda_w
         off += align256(nb);
     }
     if (total) {
-        st = cuda_check(d->ordinal, cudaMemcpy(w->block, staging, total, cudaMemcpyHostToDevice), "uploading weights");
+        cuda_device_sync_begin(d); /* a synchronous copy on the legacy stream */
+        cudaError_t err = cudaMemcpy(w->block, staging, total, cudaMemcpyHostToDevice);
+        cuda_device_sync_end(d);
+        st = cuda_check(d->ordinal, err, "uploading weights");
     }
 done:
     if (staging) alloc_free(d->pinned, staging);

@@ -23,12 +23,20 @@ typedef struct cuda_device_state {
     caching_allocator *memory; /* device memory: weights, arenas, workspaces */
     caching_allocator *pinned; /* pinned host memory for staging copies */
     pthread_mutex_t lock;      /* guards streams[] and the weights list */
+    /* CUDA graph captures hold it shared; calls that synchronise the whole device (cudaDeviceSynchronize, cudaFree,
+     * cudaFreeHost, the synchronous weight upload, handle destruction) hold it exclusive, because one of them on
+     * another thread invalidates a capture in progress (CUDA programming guide, stream capture). */
+    pthread_rwlock_t capture_lock;
     cudaStream_t streams[CUDA_MAX_STREAMS]; /* allocator stream id s -> streams[s]; id 0 is the legacy stream */
     bool stream_used[CUDA_MAX_STREAMS];
     cuda_weights *weights; /* per-graph constants on this device, refcounted */
     atomic_bool failed;
     char failure[512]; /* why the device was marked failed (written once, before `failed` is set) */
 } cuda_device_state;
+
+/* Exclusive section for a device-wide synchronising call (see capture_lock). */
+void cuda_device_sync_begin(cuda_device_state *d);
+void cuda_device_sync_end(cuda_device_state *d);
 
 /* The state of `ordinal`, created on first use (allocators, cudaSetDevice checks). */
 cinfer_status cuda_device_get(int ordinal, cuda_device_state **out);
