@@ -122,7 +122,8 @@ size_t cinfer_model_num_op_types(const cinfer_model *model);
 cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t index, const char **op_type, size_t *count);
 
 /* ---- ops ---- */
-/* Number of op types cinfer implements, and their names with a comma list of backends ("cpu"). */
+/* Number of op types cinfer implements, and their names with a comma list of backends ("cpu", or "cpu,cuda" where
+ * the CUDA module loads: an NVIDIA driver is present). */
 size_t cinfer_num_supported_ops(void);
 cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
 

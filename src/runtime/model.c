@@ -10,6 +10,7 @@
 #include "onnx/onnx_loader.h"
 #include "runtime/model.h"
 #include "backend/backend.h"
+#include "backend/cuda_module.h"
 
 static cinfer_status build_stats(cinfer_model *m) {
     graph *g = m->graph;
@@ -156,7 +157,12 @@ cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char
     const op_schema *s = op_schema_at(index);
     if (!s) return core_error(CINFER_ERR_NOT_FOUND, "op index %zu out of range", index);
     if (op_type) *op_type = s->op_type;
-    if (backends) *backends = backend_cpu_has_op(s->op_type) ? "cpu" : "";
+    if (backends) {
+        /* the CUDA module is asked only where it loads (an NVIDIA driver is present, runtime/device.c) */
+        const cuda_module_api *m = device_cuda_module();
+        bool cpu = backend_cpu_has_op(s->op_type), cuda = m && m->has_op(s->op_type);
+        *backends = cpu && cuda ? "cpu,cuda" : cpu ? "cpu" : cuda ? "cuda" : "";
+    }
     return CINFER_OK;
 }
 
