@@ -166,7 +166,7 @@ __global__ void roi_align_kernel(const T *x, cinfer_dtype rt, const void *rois, 
                 double xx = fr(fr(x0 + fr(__dmul_rn((double)pw, bw), f32), f32) +
                                    fr(fr(__dmul_rn((double)ix + 0.5, bw), f32) / (double)gw, f32), f32);
                 double v = 0.0;
-                if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                if (H > 0 && W > 0 && !(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) { /* empty X: no taps */
                     double sy = fmax(yy, 0.0), sx = fmax(xx, 0.0);
                     int64_t ylo = (int64_t)sy, xlo = (int64_t)sx, yhi, xhi;
                     if (ylo >= H - 1) {
