@@ -69,21 +69,6 @@ static int other_operand(const graph *g, const graph_node *n, double want, bool 
     return -1;
 }
 
-static void recount(graph *g) {
-    for (int v = 0; v < g->num_values; v++) {
-        g->values[v].num_consumers = 0;
-        g->values[v].producer = -1;
-    }
-    for (int i = 0; i < g->num_nodes; i++) {
-        const graph_node *n = &g->nodes[i];
-        if (n->removed) continue;
-        for (int k = 0; k < n->num_inputs; k++)
-            if (n->inputs[k] >= 0) g->values[n->inputs[k]].num_consumers++;
-        for (int k = 0; k < n->num_outputs; k++)
-            if (n->outputs[k] >= 0) g->values[n->outputs[k]].producer = i;
-    }
-}
-
 /* Points every use of value `from` at `to`. */
 static void replace_uses(graph *g, int from, int to) {
     for (int i = 0; i < g->num_nodes; i++) {
@@ -165,7 +150,7 @@ static void merge_equal_constants(graph *g) {
             break;
         }
     }
-    if (any) recount(g);
+    if (any) graph_recount_uses(g);
 }
 
 static cinfer_status merge_common_subexpressions(graph *g) {
@@ -199,7 +184,7 @@ static cinfer_status merge_common_subexpressions(graph *g) {
         any = true;
     }
     free(table);
-    if (any) recount(g);
+    if (any) graph_recount_uses(g);
     return CINFER_OK;
 }
 
@@ -252,7 +237,7 @@ static cinfer_status fuse_gelu(graph *g) {
         if (!half_first && !x_first) continue;
         CINFER_TRY(become_gelu(&g->nodes[m2], x));
         g->nodes[scale].removed = g->nodes[i].removed = g->nodes[add].removed = g->nodes[m1].removed = true;
-        recount(g);
+        graph_recount_uses(g);
     }
     return CINFER_OK;
 }
@@ -294,7 +279,7 @@ static cinfer_status fuse_softmax_nan_guard(graph *g) {
         CINFER_TRY(graph_node_add_int_attr(sm, "cinfer_nan_to_zero", 1));
         replace_uses(g, g->nodes[where].outputs[0], p);
         g->nodes[where].removed = g->nodes[isnan].removed = true;
-        recount(g);
+        graph_recount_uses(g);
     }
     return CINFER_OK;
 }
@@ -306,28 +291,15 @@ static bool is_reindexing(const graph_node *n) {
            is_op(n, "Flatten");
 }
 
-static bool float_constant(const graph *g, int v) {
-    return v >= 0 && g->values[v].kind == VALUE_CONSTANT && g->values[v].constant.dtype == CINFER_DTYPE_FLOAT;
-}
-
 /* A new constant holding `src` times c (src may be shared with other nodes, so it is never scaled in place). */
 static int scaled_copy(graph *g, int src, double c) {
     char name[512];
     snprintf(name, sizeof name, "%s/scaled", g->values[src].name);
-    int v = graph_new_value(g, name);
+    int v = graph_new_constant(g, name, &g->values[src].constant);
     if (v < 0) return -1;
-    graph_value *s = &g->values[src], *d = &g->values[v];
-    d->kind = VALUE_CONSTANT;
-    d->dtype = s->dtype;
-    d->ndim = s->ndim;
-    memcpy(d->dims, s->dims, sizeof d->dims);
-    d->constant = s->constant;
-    d->constant.data = core_aligned_alloc(tensor_nbytes(&s->constant));
-    if (!d->constant.data) return -1;
-    int64_t count = tensor_numel(&s->constant);
-    const float *from = s->constant.data;
-    float *to = d->constant.data;
-    for (int64_t i = 0; i < count; i++) to[i] = (float)(from[i] * c);
+    tensor *t = &g->values[v].constant;
+    float *data = t->data;
+    for (int64_t i = 0, count = tensor_numel(t); i < count; i++) data[i] = (float)(data[i] * c);
     return v;
 }
 
@@ -349,14 +321,14 @@ static cinfer_status fold_scales(graph *g) {
         if (is_op(&g->nodes[matmul], "Add")) {
             add = matmul;
             const graph_node *an = &g->nodes[add];
-            int m = float_constant(g, an->inputs[1]) ? an->inputs[0] : float_constant(g, an->inputs[0]) ? an->inputs[1] : -1;
+            int m = graph_is_float_constant(g, an->inputs[1]) ? an->inputs[0] : graph_is_float_constant(g, an->inputs[0]) ? an->inputs[1] : -1;
             if (m < 0 || !single_data_use(g, m) || producer_node(g, m) < 0) continue;
             bias = m == an->inputs[0] ? an->inputs[1] : an->inputs[0];
             if (g->values[bias].constant.ndim > 1) continue; /* a per-output-column vector or a scalar only */
             matmul = producer_node(g, m);
         }
         const graph_node *mm = &g->nodes[matmul];
-        if (!is_op(mm, "MatMul") || !float_constant(g, mm->inputs[1])) continue;
+        if (!is_op(mm, "MatMul") || !graph_is_float_constant(g, mm->inputs[1])) continue;
         int w = scaled_copy(g, mm->inputs[1], c);
         int b = bias >= 0 ? scaled_copy(g, bias, c) : -2;
         if (w < 0 || b == -1) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while folding a scale into '%s'", mm->name);
@@ -368,7 +340,7 @@ static cinfer_status fold_scales(graph *g) {
         mul = &g->nodes[i];
         replace_uses(g, mul->outputs[0], v);
         mul->removed = true;
-        recount(g);
+        graph_recount_uses(g);
     }
     return CINFER_OK;
 }
@@ -376,18 +348,8 @@ static cinfer_status fold_scales(graph *g) {
 /* ---- MatMul + bias -> Gemm ---- */
 
 static int const_i64(graph *g, const char *base, const int64_t *vals, int count) {
-    int v = graph_new_value(g, base);
-    if (v < 0) return -1;
-    graph_value *gv = &g->values[v];
-    gv->kind = VALUE_CONSTANT;
-    gv->dtype = CINFER_DTYPE_INT64;
-    gv->ndim = 1;
-    gv->dims[0] = count;
-    gv->constant = (tensor){.dtype = CINFER_DTYPE_INT64, .ndim = 1, .dims = {count}};
-    gv->constant.data = core_aligned_alloc(sizeof(int64_t) * (size_t)count);
-    if (!gv->constant.data) return -1;
-    memcpy(gv->constant.data, vals, sizeof(int64_t) * (size_t)count);
-    return v;
+    tensor t = {.dtype = CINFER_DTYPE_INT64, .ndim = 1, .dims = {count}, .data = (void *)vals};
+    return graph_new_constant(g, base, &t);
 }
 
 static int add_fused_node(graph *g, const char *base, const char *op, const int *in, int nin, int out) {
@@ -412,11 +374,11 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
     for (int i = 0; i < num_nodes; i++) {
         if (!is_op(&g->nodes[i], "Add") || g->nodes[i].num_inputs != 2) continue;
         int a0 = g->nodes[i].inputs[0], a1 = g->nodes[i].inputs[1];
-        int bias = float_constant(g, a1) ? a1 : float_constant(g, a0) ? a0 : -1;
+        int bias = graph_is_float_constant(g, a1) ? a1 : graph_is_float_constant(g, a0) ? a0 : -1;
         int m = bias == a1 ? a0 : a1;
         if (bias < 0 || !single_use(g, m) || producer_node(g, m) < 0) continue;
         int mm = producer_node(g, m);
-        if (!is_op(&g->nodes[mm], "MatMul") || !float_constant(g, g->nodes[mm].inputs[1])) continue;
+        if (!is_op(&g->nodes[mm], "MatMul") || !graph_is_float_constant(g, g->nodes[mm].inputs[1])) continue;
         const tensor *w = &g->values[g->nodes[mm].inputs[1]].constant, *b = &g->values[bias].constant;
         int x = g->nodes[mm].inputs[0];
         const graph_value *xv = &g->values[x];
@@ -458,7 +420,7 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
         }
         g->nodes[i].removed = g->nodes[mm].removed = true;
         *changed = true;
-        recount(g);
+        graph_recount_uses(g);
     }
     return CINFER_OK;
 oom:
@@ -512,7 +474,7 @@ static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
             add->removed = true;
             if (relu >= 0) g->nodes[relu].removed = true;
             *changed = true; /* r may come later in the order than the Conv: the caller sorts again */
-            recount(g);
+            graph_recount_uses(g);
             break;
         }
     }
@@ -520,7 +482,7 @@ static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
 }
 
 cinfer_status graph_fuse(graph *g) {
-    recount(g);
+    graph_recount_uses(g);
     CINFER_TRY(merge_common_subexpressions(g));
     CINFER_TRY(fuse_gelu(g));
     CINFER_TRY(fuse_softmax_nan_guard(g));

@@ -226,6 +226,25 @@ int graph_new_value(graph *g, const char *base) {
     return graph_intern_value(g, name);
 }
 
+int graph_new_constant(graph *g, const char *base, const tensor *t) {
+    tensor c = *t; /* t may point into g->values, which graph_new_value can move */
+    c.data = core_aligned_alloc(tensor_nbytes(t));
+    if (!c.data) return -1;
+    memcpy(c.data, t->data, tensor_nbytes(t));
+    int v = graph_new_value(g, base);
+    if (v < 0) {
+        core_aligned_free(c.data);
+        return -1;
+    }
+    graph_value *gv = &g->values[v];
+    gv->kind = VALUE_CONSTANT;
+    gv->dtype = c.dtype;
+    gv->ndim = c.ndim;
+    memcpy(gv->dims, c.dims, sizeof gv->dims);
+    gv->constant = c;
+    return v;
+}
+
 int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,
                    const int *inputs, int num_inputs, const int *outputs, int num_outputs) {
     if (g->num_nodes == g->cap_nodes) {

@@ -99,6 +99,8 @@ int graph_intern_value(graph *g, const char *name);
 int graph_find_value(const graph *g, const char *name);
 /* Creates a new intermediate value named `base` (or base + ".N" when taken, so names stay unique). -1 on OOM. */
 int graph_new_value(graph *g, const char *base);
+/* Creates a constant value named `base` (or base + ".N") holding a copy of t (dtype, dims, data). -1 on OOM. */
+int graph_new_constant(graph *g, const char *base, const tensor *t);
 /* Appends a node; returns its index or -1 on OOM. inputs/outputs copied. */
 int graph_add_node(graph *g, const char *name, const char *op_type, const char *domain, int64_t opset,
                    const int *inputs, int num_inputs, const int *outputs, int num_outputs);
@@ -122,6 +124,10 @@ const float *graph_attr_floats(const graph_node *n, const char *name, size_t *co
 /* Orders nodes topologically and recomputes producers and consumer counts. Fails on cycles or
  * values used before any producer. */
 cinfer_status graph_sort(graph *g);
+/* Recomputes every value's producer and consumer count from the nodes not marked removed. */
+void graph_recount_uses(graph *g);
+/* A float32 constant (passes rewrite those: folding, fusion). */
+bool graph_is_float_constant(const graph *g, int v);
 /* Resolves each node's schema; fails listing every unsupported op with node names. */
 cinfer_status graph_bind_schemas(graph *g);
 /* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding,

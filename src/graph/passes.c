@@ -11,7 +11,7 @@
 #include "graph/graph.h"
 #include "graph/op_schema.h"
 
-static void recount_uses(graph *g) {
+void graph_recount_uses(graph *g) {
     for (int v = 0; v < g->num_values; v++) {
         g->values[v].num_consumers = 0;
         g->values[v].producer = -1;
@@ -125,7 +125,7 @@ cinfer_status graph_sort(graph *g) {
     for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
     free(g->nodes);
     g->nodes = sorted;
-    recount_uses(g);
+    graph_recount_uses(g);
 done:
     free(producer);
     free(missing);
@@ -200,7 +200,7 @@ static cinfer_status remove_identities(graph *g) {
         for (int i = 0; i < g->num_nodes; i++)
             for (int k = 0; k < g->nodes[i].num_inputs; k++)
                 if (g->nodes[i].inputs[k] >= 0) g->nodes[i].inputs[k] = forward[g->nodes[i].inputs[k]];
-        recount_uses(g);
+        graph_recount_uses(g);
     }
     free(forward);
     return CINFER_OK;
@@ -270,11 +270,11 @@ static cinfer_status fold_constants(graph *g) {
         if (feeds_output) continue;
         CINFER_TRY(fold_node(g, i));
     }
-    recount_uses(g);
+    graph_recount_uses(g);
     return CINFER_OK;
 }
 
-static bool is_float_constant(const graph *g, int v) {
+bool graph_is_float_constant(const graph *g, int v) {
     return v >= 0 && g->values[v].kind == VALUE_CONSTANT && g->values[v].constant.dtype == CINFER_DTYPE_FLOAT;
 }
 
@@ -293,9 +293,9 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
         graph_node *conv = &g->nodes[g->values[y].producer];
         if (conv->removed || strcmp(conv->op_type, "Conv") != 0 || conv->num_outputs != 1) continue;
         int w = conv->inputs[1], b = conv->num_inputs > 2 ? conv->inputs[2] : -1;
-        if (!is_float_constant(g, w) || (b >= 0 && !is_float_constant(g, b))) continue;
+        if (!graph_is_float_constant(g, w) || (b >= 0 && !graph_is_float_constant(g, b))) continue;
         bool params_const = true;
-        for (int k = 1; k < 5; k++) params_const = params_const && is_float_constant(g, bn->inputs[k]);
+        for (int k = 1; k < 5; k++) params_const = params_const && graph_is_float_constant(g, bn->inputs[k]);
         if (!params_const) continue;
         const tensor *W = &g->values[w].constant;
         int64_t cout = W->dims[0];
@@ -349,7 +349,7 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
         conv->inputs[2] = nb;
         conv->outputs[0] = bn->outputs[0];
         bn->removed = true;
-        recount_uses(g);
+        graph_recount_uses(g);
     }
     return CINFER_OK;
 }
@@ -368,7 +368,7 @@ static cinfer_status fuse_conv_relu(graph *g) {
         CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_relu", 1));
         conv->outputs[0] = relu->outputs[0];
         relu->removed = true;
-        recount_uses(g);
+        graph_recount_uses(g);
     }
     return CINFER_OK;
 }
@@ -391,7 +391,7 @@ static void remove_dead_nodes(graph *g) {
             if (n->inputs[k] >= 0) live[n->inputs[k]] = true;
     }
     free(live);
-    recount_uses(g);
+    graph_recount_uses(g);
 }
 
 void graph_compact(graph *g) {
@@ -407,7 +407,7 @@ void graph_compact(graph *g) {
         g->nodes[kept++] = g->nodes[i];
     }
     g->num_nodes = kept;
-    recount_uses(g);
+    graph_recount_uses(g);
 
     /* drop values nothing refers to (folded intermediates, replaced weights) */
     int *remap = malloc(sizeof(int) * (size_t)(g->num_values ? g->num_values : 1));
@@ -438,7 +438,7 @@ void graph_compact(graph *g) {
     for (int k = 0; k < g->num_inputs; k++) g->inputs[k] = remap[g->inputs[k]];
     for (int k = 0; k < g->num_outputs; k++) g->outputs[k] = remap[g->outputs[k]];
     free(remap);
-    recount_uses(g);
+    graph_recount_uses(g);
 }
 
 /* A value is "needed" when its contents decide a shape (Reshape's target, Slice's starts...). Such

@@ -123,19 +123,10 @@ static cinfer_status convert_constant(graph *g, int v, cinfer_dtype half) {
     }
     char name[512];
     snprintf(name, sizeof name, "%s/%s", gv->name, half == CINFER_DTYPE_FLOAT16 ? "fp16" : "bf16");
-    int copy = graph_new_value(g, name);
+    int copy = graph_new_constant(g, name, &gv->constant);
     if (copy < 0) return core_error(CINFER_ERR_OUT_OF_MEMORY, "precision conversion: out of memory");
-    gv = &g->values[v]; /* graph_new_value may move the values */
-    graph_value *cv = &g->values[copy];
-    cv->kind = VALUE_CONSTANT;
-    cv->ndim = gv->ndim;
-    memcpy(cv->dims, gv->dims, sizeof cv->dims);
-    cv->constant = gv->constant;
-    cv->constant.data = core_aligned_alloc(tensor_nbytes(&gv->constant));
-    if (!cv->constant.data) return core_error(CINFER_ERR_OUT_OF_MEMORY, "precision conversion: out of memory");
-    memcpy(cv->constant.data, gv->constant.data, tensor_nbytes(&gv->constant));
-    cv->dtype = half;
-    CINFER_TRY(convert_tensor(&cv->constant, half, name));
+    g->values[copy].dtype = half;
+    CINFER_TRY(convert_tensor(&g->values[copy].constant, half, name));
     repoint_device_uses(g, v, copy);
     return CINFER_OK;
 }

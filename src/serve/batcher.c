@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,18 @@ static void trimmed(char *out, size_t cap, const char *s, size_t n) {
     if (n >= cap) n = cap - 1;
     memcpy(out, s, n);
     out[n] = 0;
+}
+
+/* The next non-empty item of a comma-separated list, trimmed, into item; advances *s. False at the end. */
+static bool next_list_item(const char **s, char *item, size_t cap) {
+    while (**s) {
+        const char *comma = strchr(*s, ',');
+        size_t n = comma ? (size_t)(comma - *s) : strlen(*s);
+        trimmed(item, cap, *s, n);
+        *s += n + (comma ? 1 : 0);
+        if (item[0]) return true;
+    }
+    return false;
 }
 
 /* Splits "NAME:DIM" at its last ':' (names may contain ':'). Returns 0 with *dim in [0, 1000), else -1. */
@@ -158,13 +171,8 @@ static int check_pad_dim(const model_config *cfg, const char *key, const char *i
 static int parse_pad_inputs(batcher_policy *p, const model_config *cfg, const char *text, char *err, size_t err_len) {
     const char *key = BATCHER_PARAM_PAD_INPUTS;
     int any = 0;
-    for (const char *s = text; *s;) {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        char item[256], copy[256];
-        trimmed(item, sizeof item, s, n);
-        s += n + (comma ? 1 : 0);
-        if (!item[0]) continue;
+    char item[256], copy[256];
+    for (const char *s = text; next_list_item(&s, item, sizeof item);) {
         snprintf(copy, sizeof copy, "%s", item);
         char *eq = strrchr(copy, '='), *name;
         long dim;
@@ -210,13 +218,8 @@ static int parse_pad_inputs(batcher_policy *p, const model_config *cfg, const ch
 
 static int parse_pad_outputs(batcher_policy *p, const model_config *cfg, const char *text, char *err, size_t err_len) {
     const char *key = BATCHER_PARAM_PAD_OUTPUTS;
-    for (const char *s = text; *s;) {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        char item[256], copy[256];
-        trimmed(item, sizeof item, s, n);
-        s += n + (comma ? 1 : 0);
-        if (!item[0]) continue;
+    char item[256], copy[256];
+    for (const char *s = text; next_list_item(&s, item, sizeof item);) {
         snprintf(copy, sizeof copy, "%s", item);
         char *eq = strchr(copy, '='), *oname, *iname;
         long odim, idim;
@@ -261,18 +264,17 @@ static int parse_buckets(batcher_policy *p, const model_config *cfg, char *err, 
         for (int64_t b = 1; b < p->max_batch && n < 32; b *= 2) list[n++] = b;
         for (size_t i = 0; i < p->num_preferred && n < 63; i++) list[n++] = p->preferred[i];
     } else {
-        const char *s = v;
-        while (*s) {
+        char item[64];
+        for (const char *s = v; next_list_item(&s, item, sizeof item);) {
             char *end;
             errno = 0;
-            long long b = strtoll(s, &end, 10);
-            if (end == s || errno || b < 1 || (*end && *end != ',') || n == 63) {
+            long long b = strtoll(item, &end, 10);
+            if (end == item || errno || b < 1 || *end || n == 63) {
                 snprintf(err, err_len, "model '%s': parameter '%s' is '%s': use auto, none, pow2 or a list of batch sizes "
                          "like 1,2,4,8 (at most 63)", cfg->name, BATCHER_PARAM_BUCKETS, v);
                 return -1;
             }
             if (b < p->max_batch) list[n++] = b;
-            s = *end ? end + 1 : end;
         }
     }
     list[n++] = p->max_batch;

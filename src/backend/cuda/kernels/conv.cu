@@ -10,10 +10,7 @@ using namespace cinfer_cuda;
 // The conv family's dtypes: the float types, plus int8/uint8 (MaxPool's, and whatever the CPU stages through float).
 #define CONV_DISPATCH(DTYPE, T, BODY, DEFAULT)                                                            \
     switch (DTYPE) {                                                                                      \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT, float, BODY)                                                  \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_DOUBLE, double, BODY)                                                \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_FLOAT16, __half, BODY)                                               \
-        CUDA_DTYPE_CASE(CINFER_DTYPE_BFLOAT16, __nv_bfloat16, BODY)                                       \
+        CUDA_FLOAT_CASES(BODY)                                                                            \
         CUDA_DTYPE_CASE(CINFER_DTYPE_INT8, int8_t, BODY)                                                  \
         CUDA_DTYPE_CASE(CINFER_DTYPE_UINT8, uint8_t, BODY)                                                \
     default: DEFAULT;                                                                                     \
