@@ -71,22 +71,29 @@ class Bench:
                 prepare()
             fn()
         self.sync()
-        times = []
+        times, walls = [], []
         for _ in range(repeats or self.repeats):
             if prepare:
                 prepare()
             self.sync()
             if self.cuda:
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.perf_counter()
                 a.record()
                 fn()
                 b.record()
                 b.synchronize()
+                self.sync()
+                walls.append((time.perf_counter() - t0) * 1e3)
                 times.append(a.elapsed_time(b))
             else:
                 t0 = time.perf_counter()
                 fn()
                 times.append((time.perf_counter() - t0) * 1e3)
+        if walls and statistics.median(times) < 0.5 * statistics.median(walls) - 0.2:
+            # the region's end event did not wait for the work (a stream not joined): the figure would be a lie
+            raise RuntimeError(f"timing check: CUDA events say {statistics.median(times):.3f} ms but the device was "
+                               f"busy for {statistics.median(walls):.3f} ms of host time")
         return statistics.median(times)
 
 
@@ -137,7 +144,7 @@ def _hf_capture_aware():
             setattr(mod, "is_torchdynamo_compiling", g)
 
 
-def capture_graph(fn, static_inputs, pool):
+def capture_graph(fn, static_inputs):
     if "transformers" in sys.modules:
         _hf_capture_aware()
     s = torch.cuda.Stream()
@@ -147,7 +154,7 @@ def capture_graph(fn, static_inputs, pool):
             fn(*static_inputs)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, pool=pool):
+    with torch.cuda.graph(g):  # its own memory pool, freed with the graph (a shared handle trips 2.11's allocator)
         out = fn(*static_inputs)
     torch.cuda.synchronize()
     return g, out
@@ -161,7 +168,6 @@ class Runner:
         self.cuda = self.bench.cuda
         self.dev = self.bench.device
         self.rows, self.errors, self.loads, self.agreement, self.exports, self.copy_loops = [], [], [], [], [], []
-        self.pool = torch.cuda.graph_pool_handle() if self.cuda else None
         self.gen = torch.Generator(device=self.dev).manual_seed(1234)
 
     def error(self, where, e, side):
@@ -311,7 +317,7 @@ class Runner:
             graph = gout = None
             if self.cuda:
                 try:
-                    graph, gout = capture_graph(fwd, inputs, self.pool)
+                    graph, gout = capture_graph(fwd, inputs)
                     dev_row["graphs_ms"] = bench.time(graph.replay, prepare)
                     graph.replay()
                     bench.sync()

@@ -17,6 +17,10 @@
 #   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol, batching, OOM
 #             and fault suites through tritonclient (real OOM under a memory limit, a poisoned device turning
 #             liveness to 400), and the real NVML metrics against nvidia-smi
+#   profile   for each PROFILE_SPECS entry model:batch:precision (default resnet50:64:fp16 bert:32:fp16): the
+#             caller-stream timing check (bench/gpu/check_timing.py), cinfer bench --profile (per-op table) and plain
+#             cinfer bench (host api, wall clock)
+#   smoke     cinfer gpus, the CUDA pytest suite and the precision/fusion unit tests on cuda (the first minutes of tests)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -56,6 +60,12 @@ for what in "${@:-tests}"; do
         stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures
         stage diff_ops $PY tests/ops/diff_ops.py --list
         ;;
+    smoke)
+        stage gpus "$B/bin/cinfer" gpus
+        stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
+        stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider tests/unit/test_precision.py \
+            tests/unit/test_fusion.py
+        ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"
         ;;
@@ -76,6 +86,19 @@ for what in "${@:-tests}"; do
         TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
         stage compare timeout "${COMPARE_TIMEOUT:-560}" $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" \
             --work "$WORK/compare-models" ${COMPARE_ARGS:-}
+        ;;
+    profile)
+        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+        for spec in ${PROFILE_SPECS:-resnet50:64:fp16 bert:32:fp16}; do
+            IFS=: read -r m bsz prec <<<"$spec"
+            [ -f "$WORK/compare-models/$m.onnx" ] || $TPY bench/gpu/models.py "$WORK/compare-models" "$m" >/dev/null 2>&1
+            [ "${PROFILE_TIMING:-1}" = 1 ] && stage "timing_${m}_b${bsz}_$prec" $TPY bench/gpu/check_timing.py "$m" "$bsz" \
+                "$prec" "$WORK/compare-models"
+            stage "profile_${m}_b${bsz}_$prec" "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda \
+                --batch "$bsz" --precision "$prec" --iters 10 --warmup 2 --profile --int-high 1000
+            stage "bench_${m}_b${bsz}_$prec" "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda \
+                --batch "$bsz" --precision "$prec" --iters 20 --warmup 3 --int-high 1000
+        done
         ;;
     sanitize)
         stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \

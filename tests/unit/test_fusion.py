@@ -14,7 +14,7 @@ N = helper.make_node
 
 def model(nodes, inputs, outputs, inits):
     g = helper.make_graph(nodes, "fusion", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
 def ops_of(lib, s):

@@ -70,7 +70,7 @@ def masked_softmax_model():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 8])],
         [numpy_helper.from_array(np.array(1.0, np.float32), "one"),
          numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "big")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
 def test_float32_min_mask_constant_saturates_in_fp16(lib):
@@ -95,7 +95,7 @@ def test_generated_float_values_follow_the_precision(lib):
          helper.make_tensor_value_info("n", TensorProto.INT32, ["b", 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4]),
          helper.make_tensor_value_info("z", TensorProto.FLOAT, ["b", 4])])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
     x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
     n = np.arange(12, dtype=np.int32).reshape(3, 4)
     y, z = run_all(lib, model, {"x": x, "n": n}, precision="fp16")
@@ -116,7 +116,7 @@ def test_bad_precision_and_quantized_models_are_refused_clearly(lib):
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
         [numpy_helper.from_array(np.array(0.1, np.float32), "s"), numpy_helper.from_array(np.array(0, np.uint8), "zp")])
-    q = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    q = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
     with pytest.raises(CinferError) as e:
         Session(lib, q.SerializeToString(), options={"precision": "fp16"})
     assert e.value.status == UNSUPPORTED and "quantized (QuantizeLinear node" in e.value.message
