@@ -96,6 +96,17 @@ void *cuda_scratch(cuda_exec *x, size_t bytes) {
     return c->scratch;
 }
 
+size_t cuda_exec_large_workspace_bound(const cuda_exec *x) {
+    const cuda_backend_ctx *c = (const cuda_backend_ctx *)x->owner;
+    size_t limit = alloc_get_limit(c->dev->memory);
+    size_t bound = (limit ? limit : c->dev->total_memory) / 8;
+    return bound < CUDA_LARGE_WORKSPACE_BYTES ? bound : CUDA_LARGE_WORKSPACE_BYTES;
+}
+
+bool cuda_exec_capturing(const cuda_exec *x) { return ((const cuda_backend_ctx *)x->owner)->capturing; }
+void cuda_exec_exclusive_begin(cuda_exec *x) { cuda_device_sync_begin(((cuda_backend_ctx *)x->owner)->dev); }
+void cuda_exec_exclusive_end(cuda_exec *x) { cuda_device_sync_end(((cuda_backend_ctx *)x->owner)->dev); }
+
 /* ---- kernel lookup by schema row (built once) ---- */
 
 static const cuda_kernel **kernel_by_schema;
@@ -170,10 +181,29 @@ static cinfer_status staging_reserve(cuda_backend_ctx *c, staging_buffer *s, siz
     return CINFER_OK;
 }
 
+/* Page-locked host memory (cudaHostAlloc'd or registered) at both ends of [p, p + bytes): the DMA engines read and
+ * write it directly, so copies skip the staging buffer and its memcpy. */
+static bool host_is_pinned(const void *p, size_t bytes) {
+    struct cudaPointerAttributes a, z;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess || a.type != cudaMemoryTypeHost ||
+        cudaPointerGetAttributes(&z, (const char *)p + bytes - 1) != cudaSuccess || z.type != cudaMemoryTypeHost) {
+        (void)cudaGetLastError(); /* an unknown pointer is not an error */
+        return false;
+    }
+    return true;
+}
+
 static cinfer_status cuda_copy_to_device(backend *b, void *dst, const void *src, size_t bytes) {
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
     CINFER_TRY(use_device(c));
+    if (host_is_pinned(src, bytes)) { /* the run waits for the stream before it returns, so src stays the caller's */
+        CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->exec.stream),
+                              "host-to-device copy"));
+        c->stats.host_to_device_copies++;
+        c->stats.host_to_device_bytes += bytes;
+        return CINFER_OK;
+    }
     size_t need = align_staging(bytes);
     CINFER_TRY(staging_reserve(c, &c->to_device, need));
     char *stage = (char *)c->to_device.data + c->to_device.used;
@@ -190,6 +220,13 @@ static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, s
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
     CINFER_TRY(use_device(c));
+    if (host_is_pinned(dst, bytes)) { /* straight into the caller's page-locked buffer; synchronize completes it */
+        CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->exec.stream),
+                              "device-to-host copy"));
+        c->stats.device_to_host_copies++;
+        c->stats.device_to_host_bytes += bytes;
+        return CINFER_OK;
+    }
     size_t need = align_staging(bytes);
     CINFER_TRY(staging_reserve(c, &c->to_host, need));
     if (c->num_pending == c->cap_pending) {
@@ -464,6 +501,8 @@ cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *
     }
     if (st == CINFER_OK) {
         c->exec.workspace_bytes = CUDA_WORKSPACE_BYTES;
+        const char *ws_mb = getenv("CINFER_CUDA_WORKSPACE_MB"); /* tuning: larger batches' fastest convolutions */
+        if (ws_mb && atol(ws_mb) > 0 && atol(ws_mb) <= 65536) c->exec.workspace_bytes = (size_t)atol(ws_mb) << 20;
         st = alloc_malloc(d->memory, c->exec.workspace_bytes, c->stream_id, &c->exec.workspace);
     }
     if (st == CINFER_OK) st = cuda_weights_acquire(d, g, &c->weights);

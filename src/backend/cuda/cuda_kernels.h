@@ -32,7 +32,7 @@ typedef struct cuda_exec {
     struct cuda_backend_ctx *owner; /* for cuda_scratch (private to cuda_backend.c) */
 } cuda_exec;
 
-#define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+#define CUDA_WORKSPACE_BYTES ((size_t)64 << 20)
 
 /* Runs one node on the device. Inputs and outputs are device tensors with final shapes, outputs
  * preallocated in the session's arena (output 0 may share input 0's buffer under the same rules as the CPU
@@ -70,6 +70,20 @@ const cuda_kernel *cuda_find_kernel(const char *op_type);
  * allocate. NULL when the memory cannot be had (report CINFER_ERR_OUT_OF_MEMORY). One live request per
  * node: a second call may move the first buffer. */
 void *cuda_scratch(cuda_exec *x, size_t bytes);
+
+/* The most workspace a convolution may take beyond x->workspace, through cuda_scratch: an eighth of the device
+ * memory limit (or of the device), at most CUDA_LARGE_WORKSPACE_BYTES. Large batches' fastest cuDNN algorithms
+ * need hundreds of MiB; a fixed per-session workspace that size would not fit tight limits. */
+#define CUDA_LARGE_WORKSPACE_BYTES ((size_t)1 << 30)
+size_t cuda_exec_large_workspace_bound(const cuda_exec *x);
+
+/* True while x's stream is being captured into a CUDA graph (nothing may synchronise or allocate). */
+bool cuda_exec_capturing(const cuda_exec *x);
+/* Brackets work that synchronises (cuDNN's algorithm timing): waits for graph captures on the device to end and
+ * keeps new ones from starting, since a synchronising call on another thread would invalidate them. Never while
+ * x itself is capturing. */
+void cuda_exec_exclusive_begin(cuda_exec *x);
+void cuda_exec_exclusive_end(cuda_exec *x);
 
 /* After a launcher returns `err` (a cudaError_t): OK, or an error naming the node and `what`. A sticky
  * error (illegal address, launch failure) also marks the device failed. */

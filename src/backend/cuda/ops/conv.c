@@ -1,10 +1,14 @@
 /* CUDA kernels of the conv family (host side): Conv, ConvTranspose, BatchNormalization and the pools.
  *
- * Conv runs cuDNN's cudnnConvolutionForward and ConvTranspose its cudnnConvolutionBackwardData, with the algorithm
- * from the v7 heuristics (the first that fits CUDA_WORKSPACE_BYTES, deterministic ones first; float32 without TF32
- * tensor cores). cuDNN pads symmetrically: an asymmetric Conv first copies X, padded by the difference, into
- * scratch; a ConvTranspose whose pads cuDNN cannot express computes the uncropped output in scratch and crops it.
- * Bias and the fused Relu ("cinfer_fused_relu", set by the graph optimiser) run in one pass after cuDNN. Whatever
+ * Conv runs cuDNN's cudnnConvolutionForward and ConvTranspose its cudnnConvolutionBackwardData. Conv's algorithm
+ * is the fastest cudnnFindConvolutionForwardAlgorithmEx measures on the node's own buffers at its first run (as
+ * PyTorch's cudnn.benchmark does; the v7 heuristics' order where timing is impossible, and for ConvTranspose);
+ * it must fit CUDA_WORKSPACE_BYTES, be deterministic when the session asks, and float32 takes no TF32 tensor
+ * cores unless precision "tf32". cuDNN pads symmetrically: an asymmetric Conv first copies X, padded by the
+ * difference, into scratch; a ConvTranspose whose pads cuDNN cannot express computes the uncropped output in
+ * scratch and crops it. A Conv with a bias and the fused Relu ("cinfer_fused_relu"/"cinfer_fused_add_relu", set by
+ * the graph optimiser) runs as one cudnnConvolutionBiasActivationForward, the residual as its z input; otherwise
+ * bias, residual and Relu run in one pass after cuDNN. Whatever
  * cuDNN refuses (a dtype, a shape beyond its int range) runs the direct kernels of kernels/conv.cu, as do
  * int8/uint8, which the CPU stages through float32. BatchNormalization and the pools are kernels/conv.cu's own.
  *
@@ -63,7 +67,19 @@ typedef struct dnn_plan {
     cudnnConvolutionDescriptor_t cd;
     int algo; /* cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t */
     size_t ws_bytes;
+    size_t ws_limit; /* while building: the most workspace the algorithm may take */
+    bool timed; /* the algorithm is the fastest cudnnFind measured (else the heuristics' choice) */
+    /* conv + bias + z + Relu in one call (forward float types): its descriptors, and whether cuDNN took it */
+    cudnnTensorDescriptor_t bd; /* the bias: [1, M, 1, 1(, 1)] */
+    cudnnActivationDescriptor_t act;
+    _Atomic int fused_state; /* 0 untried, 1 works, -1 refused (the plain call and the pass after it run) */
 } dnn_plan;
+
+/* The node's buffers, for timing the algorithms on them (NULL: use the heuristics). */
+typedef struct dnn_find_io {
+    const void *x, *w;
+    void *y;
+} dnn_find_io;
 
 #define DNN_SLOTS 2048 /* open addressing, kept at most half full */
 #define DNN_MAX_PLANS (DNN_SLOTS / 2)
@@ -83,6 +99,10 @@ static void dnn_plan_release(dnn_plan *p) {
     if (p->yd) cudnnDestroyTensorDescriptor(p->yd);
     if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
     if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
+    if (p->bd) cudnnDestroyTensorDescriptor(p->bd);
+    if (p->act) cudnnDestroyActivationDescriptor(p->act);
+    p->bd = NULL;
+    p->act = NULL;
     p->xd = p->yd = NULL;
     p->wd = NULL;
     p->cd = NULL;
@@ -117,18 +137,66 @@ static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t ma
                                                            (cudnnConvolutionBwdDataAlgo_t)algo, &ws)
             : cudnnGetConvolutionForwardWorkspaceSize(x->dnn, p->xd, p->wd, p->cd, p->yd,
                                                       (cudnnConvolutionFwdAlgo_t)algo, &ws);
-    if (st != CUDNN_STATUS_SUCCESS || ws > p->key.workspace) return false;
+    if (st != CUDNN_STATUS_SUCCESS || ws > p->ws_limit) return false;
     p->algo = algo;
     p->ws_bytes = ws;
     return true;
 }
 
-/* Builds the descriptors and picks an algorithm: the heuristics' order, deterministic ones first. False when
- * cuDNN has nothing for the problem. */
-static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
+/* The bias and Relu descriptors of the fused call; left NULL (plain call) when cuDNN will not make them. */
+static void dnn_fused_descriptors(dnn_plan *p, cudnnDataType_t type) {
+    int dims[5] = {1, p->key.y[1], 1, 1, 1};
+    if (cudnnCreateTensorDescriptor(&p->bd) != CUDNN_STATUS_SUCCESS ||
+        dnn_tensor(p->bd, type, p->key.nbdims, dims) != CUDNN_STATUS_SUCCESS ||
+        cudnnCreateActivationDescriptor(&p->act) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetActivationDescriptor(p->act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS) {
+        if (p->bd) cudnnDestroyTensorDescriptor(p->bd);
+        if (p->act) cudnnDestroyActivationDescriptor(p->act);
+        p->bd = NULL;
+        p->act = NULL;
+    }
+}
+
+/* Times every forward algorithm on the node's buffers (Y is overwritten; the real call follows) and takes the
+ * fastest allowed one. Timing synchronises, so it runs outside graph captures, in the device's exclusive
+ * section. False when it cannot run or finds nothing: the heuristics decide. */
+static bool dnn_find_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
+    const dnn_key *k = &p->key;
+    if (cuda_exec_capturing(x)) return false;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    void *ws = x->workspace; /* the large workspace where the memory is there, else the session's */
+    if (k->workspace > x->workspace_bytes && (ws = cuda_scratch(x, k->workspace)) != NULL) p->ws_limit = k->workspace;
+    if (!ws) ws = x->workspace;
+    cuda_exec_exclusive_begin(x);
+    cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithmEx(x->dnn, p->xd, io->x, p->wd, io->w, p->cd, p->yd, io->y,
+                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
+                                                              p->ws_limit);
+    cuda_exec_exclusive_end(x);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError(); /* a refused timing leaves no fault behind; a real one shows in the next call */
+        return false;
+    }
+    for (int i = 0; i < returned; i++) { /* fastest first */
+        const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
+        if (r->status != CUDNN_STATUS_SUCCESS || r->memory > p->ws_limit || !math_allowed(k, r->mathType) ||
+            (k->deterministic && r->determinism != CUDNN_DETERMINISTIC))
+            continue;
+        if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) {
+            p->timed = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Builds the descriptors and picks an algorithm: timed on io's buffers (forward, when given), else the
+ * heuristics' order, deterministic ones first. False when cuDNN has nothing for the problem. */
+static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
     const dnn_key *k = &p->key;
     cinfer_dtype t = (cinfer_dtype)k->dtype;
     cudnnDataType_t type, compute;
+    p->ws_limit = k->workspace < x->workspace_bytes ? k->workspace : x->workspace_bytes;
     if (!dnn_dtype(t, &type)) return false;
     compute = t == CINFER_DTYPE_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     int nsp = k->nbdims - 2;
@@ -163,20 +231,22 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < returned; i++) {
                 const cudnnConvolutionBwdDataAlgoPerf_t *r = &perf[i];
-                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(k, r->mathType) ||
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > p->ws_limit || !math_allowed(k, r->mathType) ||
                     ((pass == 0 || k->deterministic) && r->determinism != CUDNN_DETERMINISTIC))
                     continue;
                 if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
             }
     } else {
+        if (t != CINFER_DTYPE_DOUBLE) dnn_fused_descriptors(p, type);
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        if (io && dnn_find_forward(x, p, io)) return true;
         if (cudnnGetConvolutionForwardAlgorithm_v7(x->dnn, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                    &returned, perf) != CUDNN_STATUS_SUCCESS)
             return false;
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < returned; i++) {
                 const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
-                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > k->workspace || !math_allowed(k, r->mathType) ||
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > p->ws_limit || !math_allowed(k, r->mathType) ||
                     ((pass == 0 || k->deterministic) && r->determinism != CUDNN_DETERMINISTIC))
                     continue;
                 if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
@@ -185,29 +255,44 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p) {
     return false;
 }
 
-/* The plan for key (built on first use), or, once the table is full, one built in *tmp that the caller
- * releases. Check ->supported. NULL only when the memory cannot be had. */
-static dnn_plan *dnn_plan_get(cuda_exec *x, const dnn_key *key, dnn_plan *tmp) {
+static dnn_plan **dnn_slot_locked(const dnn_key *key) {
     uint64_t slot = key_hash(key, sizeof *key) & (DNN_SLOTS - 1);
-    pthread_mutex_lock(&dnn_lock);
     while (dnn_table[slot] && memcmp(&dnn_table[slot]->key, key, sizeof *key) != 0) slot = (slot + 1) & (DNN_SLOTS - 1);
-    dnn_plan *p = dnn_table[slot];
-    if (!p) {
-        /* built under the lock: once per problem, and no two threads build the same plan */
-        p = dnn_count < DNN_MAX_PLANS ? calloc(1, sizeof *p) : NULL;
-        if (p) {
-            p->cached = true;
-            dnn_table[slot] = p;
-            dnn_count++;
-        } else {
-            p = tmp;
-            memset(p, 0, sizeof *p);
-        }
-        memcpy(&p->key, key, sizeof *key); /* padding too: keys compare with memcmp */
-        p->supported = dnn_plan_build(x, p);
-        if (!p->supported) dnn_plan_release(p);
+    return &dnn_table[slot];
+}
+
+/* The plan for key (built on first use), or, once the table is full, one built in *tmp that the caller
+ * releases. Check ->supported. NULL only when the memory cannot be had. The build runs outside the table's
+ * lock: timing the algorithms waits for other threads' graph captures, which may be looking plans up. Two
+ * threads may build one problem at once; the first to publish wins. */
+static dnn_plan *dnn_plan_get(cuda_exec *x, const dnn_key *key, dnn_plan *tmp, const dnn_find_io *io) {
+    pthread_mutex_lock(&dnn_lock);
+    dnn_plan *p = *dnn_slot_locked(key);
+    pthread_mutex_unlock(&dnn_lock);
+    if (p) return p;
+    dnn_plan *built = calloc(1, sizeof *built);
+    if (!built) return NULL;
+    memcpy(&built->key, key, sizeof *key); /* padding too: keys compare with memcmp */
+    built->supported = dnn_plan_build(x, built, io);
+    if (!built->supported) dnn_plan_release(built);
+    pthread_mutex_lock(&dnn_lock);
+    dnn_plan **slot = dnn_slot_locked(key);
+    if (*slot) {
+        p = *slot;
+    } else if (dnn_count < DNN_MAX_PLANS) {
+        built->cached = true;
+        *slot = p = built;
+        dnn_count++;
     }
     pthread_mutex_unlock(&dnn_lock);
+    if (p == built) return p;
+    if (!p) { /* table full: the caller uses and releases a copy */
+        memcpy(tmp, built, sizeof *tmp);
+        p = tmp;
+    } else {
+        dnn_plan_release(built);
+    }
+    free(built);
     return p;
 }
 
@@ -250,10 +335,12 @@ static bool dnn_refused(cudnnStatus_t st) {
 
 /* ---- Conv ---- */
 
-/* Runs the convolution through cuDNN; *done false when cuDNN takes no part (the caller runs the direct kernel). */
+/* Runs the convolution through cuDNN; *done false when cuDNN takes no part (the caller runs the direct kernel).
+ * With a bias and relu, tries the fused call (Y = Relu(conv + bias + res)); *epilogue_done says it ran. */
 static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor *xt, const tensor *w, tensor *y,
-                                int nsp, const conv_geom *g, int64_t group, bool *done) {
-    *done = false;
+                                int nsp, const conv_geom *g, int64_t group, const void *bias, const void *res,
+                                bool relu, bool *done, bool *epilogue_done) {
+    *done = *epilogue_done = false;
     cudnnDataType_t type;
     if (!dnn_dtype(xt->dtype, &type) || !window_fits_int(g)) return CINFER_OK;
     /* cuDNN pads both sides alike: the common part stays with it, the rest is padded into scratch */
@@ -274,14 +361,14 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     key.deterministic = x->deterministic;
     key.nbdims = nsp == 3 ? 5 : 4;
     key.group = (int)group;
-    key.workspace = x->workspace_bytes;
+    /* a large workspace where the memory allows (see cuda_exec_large_workspace_bound), except when the padded copy
+     * of X already holds the scratch buffer */
+    size_t large = pad_copy ? 0 : cuda_exec_large_workspace_bound(x);
+    key.workspace = large > x->workspace_bytes ? large : x->workspace_bytes;
     if (group > INT32_MAX || !dnn_dims(key.x, key.nbdims, batch, c, padded) ||
         !dnn_dims(key.w, key.nbdims, m, c / group, g->k) || !dnn_dims(key.y, key.nbdims, batch, m, g->out))
         return CINFER_OK;
     dnn_window(&key, common, g->s, g->d);
-    dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp);
-    if (!plan) return out_of_memory(n);
-    if (!plan->supported) return CINFER_OK;
     const void *src = xt->data;
     cinfer_status st = CINFER_OK;
     if (pad_copy) {
@@ -299,13 +386,38 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
                                                                     x->stream));
         src = buf;
     }
-    if (st == CINFER_OK) {
+    CINFER_TRY(st);
+    dnn_find_io io = {src, w->data, y->data};
+    dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp, &io);
+    if (!plan) return out_of_memory(n);
+    if (!plan->supported) return CINFER_OK;
+    void *ws = plan->ws_bytes > x->workspace_bytes ? cuda_scratch(x, plan->ws_bytes) : x->workspace;
+    if (!ws) {
+        if (!plan->cached) dnn_plan_release(plan);
+        return out_of_memory(n);
+    }
+    if (relu && bias && plan->bd && plan->act && plan->fused_state >= 0) {
+        float one = 1.0f, alpha2 = res ? 1.0f : 0.0f;
+        cudnnStatus_t ds = cudnnConvolutionBiasActivationForward(
+            x->dnn, &one, plan->xd, src, plan->wd, w->data, plan->cd, (cudnnConvolutionFwdAlgo_t)plan->algo,
+            ws, plan->ws_bytes, &alpha2, plan->yd, res ? res : y->data, plan->bd, bias, plan->act, plan->yd,
+            y->data);
+        if (!dnn_refused(ds)) {
+            plan->fused_state = 1;
+            st = cuda_check_cudnn(n, "cudnnConvolutionBiasActivationForward", ds);
+            *done = *epilogue_done = true;
+            if (!plan->cached) dnn_plan_release(plan);
+            return st;
+        }
+        plan->fused_state = -1; /* this configuration is not one cuDNN fuses: the plain call and a pass from now on */
+    }
+    {
         float one_f = 1.0f, zero_f = 0.0f;
         double one_d = 1.0, zero_d = 0.0;
         bool dbl = xt->dtype == CINFER_DTYPE_DOUBLE;
         cudnnStatus_t ds = cudnnConvolutionForward(x->dnn, dbl ? (const void *)&one_d : (const void *)&one_f,
                                                    plan->xd, src, plan->wd, w->data, plan->cd,
-                                                   (cudnnConvolutionFwdAlgo_t)plan->algo, x->workspace, plan->ws_bytes,
+                                                   (cudnnConvolutionFwdAlgo_t)plan->algo, ws, plan->ws_bytes,
                                                    dbl ? (const void *)&zero_d : (const void *)&zero_f, plan->yd,
                                                    y->data);
         if (!dnn_refused(ds)) {
@@ -341,10 +453,10 @@ static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *i
     if (c == 0 || g.in_size == 0) /* no input taps: Y is the bias */
         return cuda_check_launch(n, "Conv bias fill", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
                                                                            bias, true, relu, res, x->stream));
-    bool done = false;
-    CINFER_TRY(conv_cudnn(x, n, xt, w, y, nsp, &g, group, &done));
+    bool done = false, epilogue_done = false;
+    CINFER_TRY(conv_cudnn(x, n, xt, w, y, nsp, &g, group, bias, res, relu, &done, &epilogue_done));
     if (done) {
-        if (!bias && !relu && !res) return CINFER_OK;
+        if (epilogue_done || (!bias && !relu && !res)) return CINFER_OK;
         return cuda_check_launch(n, "Conv bias/residual/Relu",
                                  conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, false, relu, res,
                                                       x->stream));
@@ -389,7 +501,7 @@ static cinfer_status conv_transpose_cudnn(cuda_exec *x, const graph_node *n, con
         !dnn_dims(key.w, key.nbdims, c, m / group, g->k) || !dnn_dims(key.y, key.nbdims, batch, c, g->in))
         return CINFER_OK;
     dnn_window(&key, direct ? g->pb : zero, g->s, g->d);
-    dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp);
+    dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp, NULL);
     if (!plan) return out_of_memory(n);
     if (!plan->supported) return CINFER_OK;
     cinfer_status st = CINFER_OK;
