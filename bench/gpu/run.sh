@@ -20,6 +20,8 @@
 #   profile   for each PROFILE_SPECS entry model:batch:precision (default resnet50:64:fp16 bert:32:fp16): the
 #             caller-stream timing check (bench/gpu/check_timing.py), cinfer bench --profile (per-op table) and plain
 #             cinfer bench (host api, wall clock)
+#   trace     per-kernel GPU time of cinfer beside PyTorch eager for the same specs (default resnet50:1:fp16
+#             bert:128:fp16 dlrm:128:fp32; bench/gpu/kernel_trace.py, torch.profiler) into kernel_trace.log
 #   smoke     cinfer gpus, the CUDA pytest suite and the precision/fusion unit tests on cuda (the first minutes of tests)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
@@ -99,6 +101,12 @@ for what in "${@:-tests}"; do
             stage "bench_${m}_b${bsz}_$prec" "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda \
                 --batch "$bsz" --precision "$prec" --iters 20 --warmup 3 --int-high 1000
         done
+        ;;
+    trace)
+        # per-kernel GPU time, cinfer (graphs off) beside PyTorch eager, from torch.profiler's CUPTI trace
+        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+        stage kernel_trace $TPY bench/gpu/kernel_trace.py "$WORK/compare-models" \
+            ${PROFILE_SPECS:-resnet50:1:fp16 bert:128:fp16 dlrm:128:fp32}
         ;;
     sanitize)
         stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \

@@ -209,6 +209,37 @@ __global__ void binary_kernel(const typename Tag::type *a, const typename Tag::t
     }
 }
 
+// Float arithmetic (the ops BERT-style graphs run on large tensors) in 16-byte chunks of the output: operands of
+// the output's shape move in one load each; broadcast ones (an attention mask, a bias) have their offsets
+// computed once per chunk instead of per element, since the chunk stays in one row of the last dim. The same
+// arithmetic per element as binary_kernel. out may be a or b: a chunk is read whole before it is written.
+template <int OP> constexpr bool chunk_op = OP == CUDA_EW_ADD || OP == CUDA_EW_SUB || OP == CUDA_EW_MUL ||
+                                            OP == CUDA_EW_DIV;
+
+template <int OP, class Tag, bool Same>
+__global__ void binary_chunk_kernel(const typename Tag::type *a, const typename Tag::type *b, typename Tag::type *out,
+                                    cuda_broadcast bc, int64_t chunks) {
+    using T = typename Tag::type;
+    using V = vec16<T>;
+    CUDA_GRID_STRIDE(c, chunks) {
+        V r;
+        if constexpr (Same) {
+            const V va = reinterpret_cast<const V *>(a)[c], vb = reinterpret_cast<const V *>(b)[c];
+#pragma unroll
+            for (int k = 0; k < V::n; k++) r.v[k] = store<T>(binary_apply<OP, Tag>(load(va.v[k]), load(vb.v[k])));
+        } else {
+            const int last = bc.ndim - 1;
+            const uint32_t sa = (uint32_t)bc.stride[0][last], sb = (uint32_t)bc.stride[1][last];
+            uint32_t off[2];
+            broadcast_offsets<2, uint32_t>(bc, (uint32_t)(c * V::n), off);
+#pragma unroll
+            for (int k = 0; k < V::n; k++)
+                r.v[k] = store<T>(binary_apply<OP, Tag>(load(a[off[0] + k * sa]), load(b[off[1] + k * sb])));
+        }
+        reinterpret_cast<V *>(out)[c] = r;
+    }
+}
+
 // Calls f(std::integral_constant<int, OP>{}) for op; false for an unknown op.
 template <class F> bool with_binary_op(cuda_ew_binary_op op, F &&f) {
 #define EW_OP_CASE(OP)                                                                                   \
@@ -403,6 +434,21 @@ extern "C" cudaError_t cuda_ew_binary(cuda_ew_binary_op op, cinfer_dtype t, cons
             using T = typename Tag::type;
             if constexpr (binary_has<OP, Tag>()) {
                 const T *ta = (const T *)a, *tb = (const T *)b;
+                launched = true;
+                if constexpr (!Tag::is_bool && vec_ok<T> && chunk_op<OP>) {
+                    constexpr int V = vec16<T>::n;
+                    const int64_t chunks = n / V;
+                    if (mode == kSameShape && n % V == 0 && aligned16(a) && aligned16(b) && aligned16(out)) {
+                        binary_chunk_kernel<OP, Tag, true><<<grid_for(chunks), kBlock, 0, stream>>>(ta, tb, (T *)out,
+                                                                                                  *bc, chunks);
+                        return;
+                    }
+                    if (mode == kBroadcast32 && bc->ndim > 0 && bc->dims[bc->ndim - 1] % V == 0 && aligned16(out)) {
+                        binary_chunk_kernel<OP, Tag, false><<<grid_for(chunks), kBlock, 0, stream>>>(ta, tb, (T *)out,
+                                                                                                   *bc, chunks);
+                        return;
+                    }
+                }
                 unsigned grid = grid_for(n);
                 if (mode == kSameShape)
                     binary_kernel<OP, Tag, kSameShape><<<grid, kBlock, 0, stream>>>(ta, tb, out, *bc, n);
@@ -410,7 +456,6 @@ extern "C" cudaError_t cuda_ew_binary(cuda_ew_binary_op op, cinfer_dtype t, cons
                     binary_kernel<OP, Tag, kBroadcast32><<<grid, kBlock, 0, stream>>>(ta, tb, out, *bc, n);
                 else
                     binary_kernel<OP, Tag, kBroadcast64><<<grid, kBlock, 0, stream>>>(ta, tb, out, *bc, n);
-                launched = true;
             }
         });
     });

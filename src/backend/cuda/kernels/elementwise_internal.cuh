@@ -41,6 +41,16 @@ template <class F> inline bool dispatch_dtype(cinfer_dtype t, F &&f) {
     }
 }
 
+// 16 bytes of T, moved with one load or store: float16 elements handled one at a time left the memory system a
+// third used. vec_ok<T>: the float types whose elementwise kernels take this path.
+template <typename T> struct alignas(16) vec16 {
+    static constexpr int n = (int)(16 / sizeof(T));
+    T v[n];
+};
+template <typename T>
+constexpr bool vec_ok = std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 // Unsigned twin of an integer type, for wrap-around arithmetic without signed overflow.
 template <typename T> using utype = std::make_unsigned_t<T>;
 

@@ -146,6 +146,20 @@ __global__ void unary_kernel(const typename Tag::type *x, void *y, int64_t n, cu
     }
 }
 
+// unary_kernel for float types in 16-byte chunks (n a multiple of the chunk, x and y 16-byte aligned); the same
+// arithmetic per element. y may be x: a chunk is read whole before it is written.
+template <int OP, class Tag>
+__global__ void unary_vec_kernel(const typename Tag::type *x, typename Tag::type *y, int64_t chunks,
+                                 cuda_ew_unary_params p) {
+    using V = vec16<typename Tag::type>;
+    CUDA_GRID_STRIDE(c, chunks) {
+        V in = reinterpret_cast<const V *>(x)[c], out;
+#pragma unroll
+        for (int k = 0; k < V::n; k++) out.v[k] = store<typename Tag::type>(float_unary<OP>(load(in.v[k]), p));
+        reinterpret_cast<V *>(y)[c] = out;
+    }
+}
+
 // Calls f(std::integral_constant<int, OP>{}) for op; false for an unknown op.
 template <class F> bool with_unary_op(cuda_ew_unary_op op, F &&f) {
 #define EW_OP_CASE(OP)                                                                                   \
@@ -248,8 +262,16 @@ extern "C" cudaError_t cuda_ew_unary(cuda_ew_unary_op op, cinfer_dtype t, const 
             using Tag = decltype(tag);
             using T = typename Tag::type;
             if constexpr (unary_has<OP, Tag>()) {
-                unary_kernel<OP, Tag><<<grid_for(n), kBlock, 0, stream>>>((const T *)x, y, n, params);
                 launched = true;
+                if constexpr (!Tag::is_bool && vec_ok<T> && !unary_bool_out_v<OP>) {
+                    constexpr int V = vec16<T>::n;
+                    if (n % V == 0 && aligned16(x) && aligned16(y)) {
+                        unary_vec_kernel<OP, Tag><<<grid_for(n / V), kBlock, 0, stream>>>((const T *)x, (T *)y, n / V,
+                                                                                          params);
+                        return;
+                    }
+                }
+                unary_kernel<OP, Tag><<<grid_for(n), kBlock, 0, stream>>>((const T *)x, y, n, params);
             }
         });
     });

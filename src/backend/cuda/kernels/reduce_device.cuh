@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "backend/cuda/kernels/common.cuh"
 
 namespace cinfer_cuda {
@@ -40,6 +42,14 @@ template <typename V> __device__ __forceinline__ V shfl_down(V v, int delta) {
 template <typename V, typename F> __device__ __forceinline__ V warp_reduce(V v, F combine) {
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) v = combine(v, shfl_down(v, d));
+    return v;
+}
+
+// Every lane of the warp gets the same fold of its 32 values (xor butterfly: lanes i and i^d combine the same
+// pair, and combine is commutative, so all end with identical bits). Float and double values.
+template <typename V, typename F> __device__ __forceinline__ V warp_allreduce(V v, F combine) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, d));
     return v;
 }
 
@@ -109,6 +119,32 @@ inline int row_threads(int64_t len) {
 inline unsigned blocks_for(int64_t items) {
     if (items < 1) return 1;
     return items > 65535LL * 16 ? 65535u * 16 : (unsigned)items;
+}
+
+// Values per lane for a row of `len` held in registers by one warp: 1, 2, 4, ..., 32 (len <= 1024), else 0.
+inline int warp_row_values(int64_t len) {
+    int k = 1;
+    while (k <= 32 && (int64_t)k * 32 < len) k <<= 1;
+    return k <= 32 ? k : 0;
+}
+
+// Calls f(std::integral_constant<int, K>{}) for K = warp_row_values(len); false when the row is too long.
+template <class Fn> bool with_warp_row_values(int64_t len, Fn &&f) {
+    switch (warp_row_values(len)) {
+    case 1: f(std::integral_constant<int, 1>{}); return true;
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 8: f(std::integral_constant<int, 8>{}); return true;
+    case 16: f(std::integral_constant<int, 16>{}); return true;
+    case 32: f(std::integral_constant<int, 32>{}); return true;
+    default: return false;
+    }
+}
+
+// Blocks of kWarpRowThreads threads (a row per warp) for `rows` rows.
+constexpr int kWarpRowThreads = 128;
+inline unsigned warp_row_blocks(int64_t rows) {
+    return blocks_for((rows + kWarpRowThreads / 32 - 1) / (kWarpRowThreads / 32));
 }
 
 }  // namespace red

@@ -1,6 +1,7 @@
 // CUDA kernels of the ops along one axis of [outer, len, inner]: Softmax, LogSoftmax, Hardmax, LpNormalization.
 //
-// inner == 1 (rows contiguous): one block per row, block-wide reductions every thread sees identically.
+// inner == 1 (rows contiguous): one block per row, block-wide reductions every thread sees identically; Softmax
+// rows of at most 1024 (float, float16) take a warp each, the row held in registers.
 // inner > 1: one thread per (outer, inner) column walking the axis; consecutive threads read consecutive
 // columns, so every pass is coalesced. Both are deterministic. y may alias x: every element is read by the
 // thread that later writes it, and whole-row reads finish behind a barrier (or in the same thread) first.
@@ -109,6 +110,47 @@ __global__ void softmax_rows_kernel(const T *x, T *y, int64_t rows, int64_t len,
     }
 }
 
+// ---- inner == 1, rows of at most 1024, Softmax in float or float16: one warp per row, the row in registers ----
+// Attention's 128-long rows left the block-per-row kernel 32-thread blocks with barriers and the row read
+// three times (~10x below memory speed). Same per-element arithmetic and roundings as softmax_rows_kernel;
+// the sums fold in a fixed butterfly order, so runs are deterministic.
+template <typename T, int K>
+__global__ void softmax_warp_rows_kernel(const T *x, T *y, int64_t rows, int len, bool nan_to_zero) {
+    using F = typename acc<T>::type;
+    const int lane = (int)(threadIdx.x & 31);
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += warps) {
+        const T *xr = x + row * len;
+        T *yr = y + row * len;
+        F v[K];
+        F m = -red::pos_inf<F>();
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int j = lane + 32 * k;
+            v[k] = j < len ? load(xr[j]) : -red::pos_inf<F>();
+            m = v[k] > m ? v[k] : m; /* a NaN is skipped here and poisons the sum below */
+        }
+        m = red::warp_allreduce(m, red::Max{});
+        F s = 0;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (lane + 32 * k < len) {
+                if constexpr (is_16bit<T>()) v[k] = round_to<T>(expf(round_to<T>(v[k] - m)));
+                else v[k] = red::exp_t(v[k] - m);
+                s += v[k];
+            }
+        }
+        s = red::warp_allreduce(s, red::Add{});
+        if constexpr (is_16bit<T>()) s = round_to<T>(s);
+        const bool zero = nan_to_zero && s != s; /* a NaN row (all -inf, a NaN or +inf in it) -> 0 */
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int j = lane + 32 * k;
+            if (j < len) yr[j] = store<T>(zero ? F(0) : v[k] / s);
+        }
+    }
+}
+
 // ---- inner > 1: one thread per column, walking the axis with stride inner ----
 template <typename T, int M>
 __global__ void softmax_cols_kernel(const T *x, T *y, int64_t outer, int64_t len, int64_t inner, bool nan_to_zero) {
@@ -168,6 +210,13 @@ cudaError_t run_mode(const void *xv, void *yv, int64_t outer, int64_t len, int64
                      cudaStream_t stream) {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
+    if constexpr (M == CUDA_SOFTMAX && (std::is_same<T, float>::value || std::is_same<T, __half>::value)) {
+        if (inner == 1 && red::with_warp_row_values(len, [&](auto kc) {
+                softmax_warp_rows_kernel<T, decltype(kc)::value>
+                    <<<red::warp_row_blocks(outer), red::kWarpRowThreads, 0, stream>>>(x, y, outer, (int)len, nan_to_zero);
+            }))
+            return cudaGetLastError();
+    }
     if (inner == 1)
         softmax_rows_kernel<T, M><<<red::blocks_for(outer), red::row_threads(len), 0, stream>>>(x, y, outer, len,
                                                                                               nan_to_zero);
