@@ -2,7 +2,8 @@
  *
  * Conv runs cuDNN's cudnnConvolutionForward and ConvTranspose its cudnnConvolutionBackwardData. Conv's algorithm
  * is the fastest cudnnFindConvolutionForwardAlgorithmEx measures on the node's own buffers at its first run (as
- * PyTorch's cudnn.benchmark does; the v7 heuristics' order where timing is impossible, and for ConvTranspose);
+ * PyTorch's cudnn.benchmark does; the v7 heuristics' order where timing is impossible or CINFER_CUDNN_BENCHMARK=0,
+ * and for ConvTranspose);
  * it must fit CUDA_WORKSPACE_BYTES, be deterministic when the session asks, and float32 takes no TF32 tensor
  * cores unless precision "tf32". cuDNN pads symmetrically: an asymmetric Conv first copies X, padded by the
  * difference, into scratch; a ConvTranspose whose pads cuDNN cannot express computes the uncropped output in
@@ -157,6 +158,13 @@ static void dnn_fused_descriptors(dnn_plan *p, cudnnDataType_t type) {
     }
 }
 
+/* CINFER_CUDNN_BENCHMARK=0 takes the heuristics' choice instead of timing (PyTorch's cudnn.benchmark = False):
+ * quicker first runs, and a way to compare the two choices. */
+static bool timing_wanted(void) {
+    const char *v = getenv("CINFER_CUDNN_BENCHMARK");
+    return !v || strcmp(v, "0") != 0;
+}
+
 /* Times every forward algorithm on the node's buffers (Y is overwritten; the real call follows) and takes the
  * fastest allowed one. Timing synchronises, so it runs outside graph captures, in the device's exclusive
  * section. False when it cannot run or finds nothing: the heuristics decide. */
@@ -239,7 +247,7 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
     } else {
         if (t != CINFER_DTYPE_DOUBLE) dnn_fused_descriptors(p, type);
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        if (io && dnn_find_forward(x, p, io)) return true;
+        if (io && timing_wanted() && dnn_find_forward(x, p, io)) return true;
         if (cudnnGetConvolutionForwardAlgorithm_v7(x->dnn, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                    &returned, perf) != CUDNN_STATUS_SUCCESS)
             return false;
