@@ -166,6 +166,15 @@ cinfer_status cinfer_cuda_set_memory_limit(int device, size_t bytes, double frac
 /* Returns cached, unused device memory to the driver. */
 cinfer_status cinfer_cuda_empty_cache(int device);
 
+/* Page-locked host memory from CUDA device `device`'s pinned cache (cudaHostAlloc'd once, then reused), for buffers
+ * a GPU session reads inputs from or writes outputs to on every run: the session's copies from and to page-locked
+ * memory go straight to the DMA engines, skipping its staging buffer and the memcpy into it. Counted in
+ * cinfer_memory_stats.pinned_reserved_bytes. CINFER_ERR_UNSUPPORTED (the reason as the last error) without the
+ * CUDA module, a driver or the device: use ordinary memory then. Free with cinfer_cuda_host_free on the same
+ * device; NULL is ignored. */
+cinfer_status cinfer_cuda_host_alloc(int device, size_t bytes, void **out);
+void cinfer_cuda_host_free(int device, void *p);
+
 /* ---- sessions ---- */
 /* Creates a session running `model` on `device`: "cpu", or "cuda" / "cuda:N" (CUDA device N, default 0).
  * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores);

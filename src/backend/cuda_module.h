@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 
-#define CUDA_MODULE_ABI 2
+#define CUDA_MODULE_ABI 3
 #define CUDA_MODULE_ENTRY "cinfer_cuda_module"
 
 /* Session-level choices the runtime passes to a CUDA backend. */
@@ -31,6 +31,9 @@ typedef struct cuda_module_api {
     /* bytes > 0: cap in bytes; else fraction in (0, 1] of the device's memory; both 0: no cap. */
     cinfer_status (*set_memory_limit)(int device, size_t bytes, double fraction);
     cinfer_status (*empty_cache)(int device);
+    /* Page-locked host memory from the device's pinned cache, and its return. */
+    cinfer_status (*host_alloc)(int device, size_t bytes, void **out);
+    void (*host_free)(int device, void *p);
     /* CUDA kernels the module has, by op type. */
     bool (*has_op)(const char *op_type);
 } cuda_module_api;

@@ -140,3 +140,16 @@ cinfer_status cinfer_cuda_empty_cache(int device) {
     if (!m) return CINFER_ERR_UNSUPPORTED;
     return m->empty_cache(device);
 }
+
+cinfer_status cinfer_cuda_host_alloc(int device, size_t bytes, void **out) {
+    if (!out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_cuda_host_alloc: out is NULL");
+    *out = NULL;
+    const cuda_module_api *m = device_cuda_module();
+    if (!m) return CINFER_ERR_UNSUPPORTED;
+    return m->host_alloc(device, bytes, out);
+}
+
+void cinfer_cuda_host_free(int device, void *p) {
+    const cuda_module_api *m = p ? device_cuda_module() : NULL;
+    if (m) m->host_free(device, p);
+}

@@ -477,12 +477,24 @@ batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, ui
 
 /* ---- gather ---- */
 
+static void scratch_release(batcher_scratch *s, size_t k) {
+    if (s->is_pinned[k]) cinfer_cuda_host_free(s->device, s->buf[k]);
+    else free(s->buf[k]);
+    s->buf[k] = NULL;
+    s->is_pinned[k] = false;
+}
+
 void batcher_scratch_free(batcher_scratch *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->n; i++) free(s->buf[i]);
+    for (size_t i = 0; i < s->n; i++) scratch_release(s, i);
     free(s->buf);
     free(s->cap);
+    free(s->is_pinned);
+    bool pinned = s->pinned;
+    int device = s->device;
     memset(s, 0, sizeof *s);
+    s->pinned = pinned; /* the instance's choice outlives its buffers */
+    s->device = device;
 }
 
 static int scratch_reserve(batcher_scratch *s, size_t n, size_t k, size_t bytes) {
@@ -493,16 +505,21 @@ static int scratch_reserve(batcher_scratch *s, size_t n, size_t k, size_t bytes)
         size_t *nc = realloc(s->cap, n * sizeof *nc);
         if (!nc) return -1;
         s->cap = nc;
-        for (size_t i = s->n; i < n; i++) s->buf[i] = NULL, s->cap[i] = 0;
+        bool *np = realloc(s->is_pinned, n * sizeof *np);
+        if (!np) return -1;
+        s->is_pinned = np;
+        for (size_t i = s->n; i < n; i++) s->buf[i] = NULL, s->cap[i] = 0, s->is_pinned[i] = false;
         s->n = n;
     }
     if (s->cap[k] >= bytes) return 0;
     size_t cap = (bytes + bytes / 2 + 63) / 64 * 64;
-    void *nb = aligned_alloc(64, cap);
-    if (!nb) return -1;
-    free(s->buf[k]);
+    void *nb = NULL;
+    bool pinned = s->pinned && cinfer_cuda_host_alloc(s->device, cap, &nb) == CINFER_OK;
+    if (!pinned && !(nb = aligned_alloc(64, cap))) return -1; /* no pinned memory to be had: ordinary memory works */
+    scratch_release(s, k);
     s->buf[k] = nb;
     s->cap[k] = cap;
+    s->is_pinned[k] = pinned;
     return 0;
 }
 

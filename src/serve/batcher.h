@@ -18,6 +18,7 @@
 #ifndef SERVE_BATCHER_H
 #define SERVE_BATCHER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -104,11 +105,16 @@ batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, ui
 /* 1 when a and b may run in one batch (same non-batch dims except padded ones). */
 int batcher_compatible(const batcher_policy *p, const model_request *a, const model_request *b);
 
-/* Per-instance buffers for gathered inputs, reused from batch to batch. */
+/* Per-instance buffers for gathered inputs, reused from batch to batch. A GPU instance sets `pinned` and `device`:
+ * its buffers then come from that device's page-locked cache (cinfer_cuda_host_alloc), so the engine copies the
+ * batch to the GPU by DMA without staging it; a buffer it cannot get pinned is ordinary memory. */
 typedef struct batcher_scratch {
     void **buf;
     size_t *cap;
+    bool *is_pinned; /* per buffer: from cinfer_cuda_host_alloc */
     size_t n;
+    bool pinned;
+    int device;
 } batcher_scratch;
 
 void batcher_scratch_free(batcher_scratch *s);

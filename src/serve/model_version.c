@@ -491,6 +491,8 @@ static int plan_instances(model_version *mv, const model_load_options *opt, serv
                 else snprintf(inst->name, sizeof inst->name, "%s_%zu_%zu", mv->name, g, c);
                 if (grp->kind == CONFIG_KIND_CPU) snprintf(inst->device, sizeof inst->device, "cpu");
                 else snprintf(inst->device, sizeof inst->device, "cuda:%d", grp->gpus[d]);
+                inst->scratch.pinned = instance_gpu(inst) >= 0; /* batches gathered into page-locked memory */
+                inst->scratch.device = instance_gpu(inst);
             }
     }
     mv->num_instances = total;

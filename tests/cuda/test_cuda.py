@@ -105,6 +105,40 @@ def test_out_of_range_device(lib, gpus):
     assert f"cuda:{len(devices)} does not exist" in e.value.message
 
 
+def test_pinned_host_alloc_without_gpu_is_a_clear_error(lib, gpus):
+    devices, why = gpus
+    if devices:
+        pytest.skip("a GPU is present: the no-GPU error path is not reachable here")
+    p = ctypes.c_void_p(1)
+    assert lib.lib.cinfer_cuda_host_alloc(0, 4096, ctypes.byref(p)) == 3  # CINFER_ERR_UNSUPPORTED
+    assert not p.value
+    assert why in lib.lib.cinfer_last_error().decode()
+    lib.lib.cinfer_cuda_host_free(0, None)  # NULL is ignored
+
+
+def test_pinned_host_memory_feeds_a_run(lib, gpus):
+    """Inputs in cinfer_cuda_host_alloc memory (the server's batch buffers) give the same outputs as ordinary
+    memory, and the memory shows in pinned_reserved_bytes until it goes back to the cache."""
+    need_gpu(gpus)
+    data = mlp_model()
+    cpu, gpu = Session(lib, data, device="cpu"), Session(lib, data, device="cuda:0")
+    before = lib.cuda_memory_stats(0).pinned_reserved_bytes
+    p = ctypes.c_void_p()
+    n = 64 * 16
+    lib.check(lib.lib.cinfer_cuda_host_alloc(0, n * 4, ctypes.byref(p)))
+    try:
+        assert p.value and p.value % 64 == 0
+        x = np.ctypeslib.as_array((ctypes.c_float * n).from_address(p.value)).reshape(64, 16)
+        for seed in (1, 2):
+            x[:] = np.random.default_rng(seed).standard_normal((64, 16)).astype(np.float32)
+            np.testing.assert_allclose(gpu.run({"x": x})[0], cpu.run({"x": x.copy()})[0], rtol=1e-5, atol=1e-6)
+            st = gpu.last_run_stats()
+            assert (st.host_to_device_copies, st.host_to_device_bytes) == (1, x.nbytes)
+        assert lib.cuda_memory_stats(0).pinned_reserved_bytes >= before + n * 4
+    finally:
+        lib.lib.cinfer_cuda_host_free(0, p)
+
+
 def test_run_matches_cpu_and_counts_copies(lib, gpus):
     need_gpu(gpus)
     data = mlp_model()

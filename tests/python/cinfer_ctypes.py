@@ -99,6 +99,9 @@ class Library:
         L.cinfer_cuda_memory_stats.argtypes = [ctypes.c_int, ctypes.POINTER(MemoryStats)]
         L.cinfer_cuda_set_memory_limit.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_double]
         L.cinfer_cuda_empty_cache.argtypes = [ctypes.c_int]
+        L.cinfer_cuda_host_alloc.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+        L.cinfer_cuda_host_free.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        L.cinfer_cuda_host_free.restype = None
 
     def cuda_devices(self):
         """(device infos, None) or ([], the reason no CUDA device is usable)."""

@@ -428,6 +428,17 @@ static cinfer_status empty_cache(int ordinal) {
     return CINFER_OK;
 }
 
+static cinfer_status host_alloc(int ordinal, size_t bytes, void **out) {
+    cuda_device_state *d;
+    CINFER_TRY(cuda_device_get(ordinal, &d));
+    return alloc_malloc(d->pinned, bytes ? bytes : 1, 0, out);
+}
+
+static void host_free(int ordinal, void *p) {
+    cuda_device_state *d;
+    if (p && cuda_device_get(ordinal, &d) == CINFER_OK) alloc_free(d->pinned, p);
+}
+
 static bool has_op(const char *op_type) { return cuda_find_kernel(op_type) != NULL; }
 
 static const cuda_module_api module_api = {
@@ -438,6 +449,8 @@ static const cuda_module_api module_api = {
     .memory_stats = memory_stats,
     .set_memory_limit = set_memory_limit,
     .empty_cache = empty_cache,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
     .has_op = has_op,
 };
 
