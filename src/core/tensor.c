@@ -14,6 +14,17 @@ int64_t tensor_numel(const tensor *t) {
 
 size_t tensor_nbytes(const tensor *t) { return (size_t)tensor_numel(t) * cinfer_dtype_size(t->dtype); }
 
+bool tensor_size_fits(const tensor *t) {
+    int64_t total = (int64_t)(cinfer_dtype_size(t->dtype) ? cinfer_dtype_size(t->dtype) : 1);
+    bool too_large = false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->dims[d] == 0) return true;
+        if (t->dims[d] < 0 || total > TENSOR_MAX_BYTES / t->dims[d]) too_large = true;
+        else total *= t->dims[d];
+    }
+    return !too_large;
+}
+
 void tensor_strides(const tensor *t, int64_t strides[CINFER_MAX_DIMS]) {
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {

@@ -22,6 +22,11 @@ typedef struct tensor {
 
 int64_t tensor_numel(const tensor *t);
 size_t tensor_nbytes(const tensor *t);
+/* False when t's byte count exceeds TENSOR_MAX_BYTES (or a product of its dims would overflow on the way): shapes
+ * from callers and from values (Expand, Tile, ConstantOfShape...) are checked with it before anything is sized by
+ * tensor_nbytes, whose products would otherwise wrap around to a small allocation. An empty tensor fits. */
+#define TENSOR_MAX_BYTES ((int64_t)1 << 56)
+bool tensor_size_fits(const tensor *t);
 /* Row-major strides in elements for t's dims. */
 void tensor_strides(const tensor *t, int64_t strides[CINFER_MAX_DIMS]);
 bool tensor_same_shape(const tensor *a, const tensor *b);

@@ -370,7 +370,7 @@ static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, si
         if (t->ndim < 0 || t->ndim > CINFER_MAX_DIMS)
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': rank %d is out of range", v->name, t->ndim);
         char want[256], got[256];
-        tensor tw = {.ndim = v->ndim > 0 ? v->ndim : 0}, tg = {.ndim = t->ndim};
+        tensor tw = {.ndim = v->ndim > 0 ? v->ndim : 0}, tg = {.dtype = t->dtype, .ndim = t->ndim};
         for (int d = 0; d < tw.ndim; d++) tw.dims[d] = v->dims[d];
         for (int d = 0; d < t->ndim; d++) tg.dims[d] = t->dims[d];
         if (v->ndim >= 0 && v->ndim != t->ndim)
@@ -384,6 +384,9 @@ static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, si
                                   v->name, d, (long long)v->dims[d], (long long)t->dims[d],
                                   tensor_shape_str(&tw, want, sizeof want), tensor_shape_str(&tg, got, sizeof got));
         }
+        if (!tensor_size_fits(&tg))
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': shape %s is too large (more than %lld bytes)",
+                              v->name, tensor_shape_str(&tg, got, sizeof got), (long long)TENSOR_MAX_BYTES);
         if (!t->data && input_bytes(t) > 0 && (need_data || v->value_needed))
             return core_error(CINFER_ERR_INVALID_ARGUMENT, "input '%s': data is NULL%s", v->name,
                               v->value_needed ? " (its values decide shapes, so data is required)" : "");
@@ -552,6 +555,13 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
                     st = core_error(CINFER_ERR_RUNTIME, "%s node '%s': inferred a negative dim for output %d", n->op_type, n->name, k);
                     goto fail;
                 }
+            if (!tensor_size_fits(&outs[k])) {
+                char shape[256];
+                st = core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output %d of shape %s would be more than %lld bytes",
+                                n->op_type, n->name, k, tensor_shape_str(&outs[k], shape, sizeof shape),
+                                (long long)TENSOR_MAX_BYTES);
+                goto fail;
+            }
             if (n->outputs[k] >= 0) {
                 outs[k].data = NULL;
                 p->values[n->outputs[k]] = outs[k];

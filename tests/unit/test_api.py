@@ -266,3 +266,39 @@ def test_plan_memory_without_data(lib):
         lib.check(fn(s.session, t, 1, ctypes.byref(arena)))
         sizes.append(arena.value)
     assert 0 < sizes[0] < sizes[1]
+
+
+def _plan(lib, s, shapes):
+    """cinfer_session_plan_memory for float inputs of these shapes (no data): (status, last error)."""
+    import ctypes
+    from cinfer_ctypes import Tensor
+    fn = lib.lib.cinfer_session_plan_memory
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    t = (Tensor * len(shapes))()
+    names = [n.encode() for n in shapes]
+    for i, (name, dims) in enumerate(shapes.items()):
+        t[i].name, t[i].dtype, t[i].ndim, t[i].data = names[i], 1, len(dims), None
+        for d, v in enumerate(dims):
+            t[i].dims[d] = v
+    arena = ctypes.c_size_t()
+    st = fn(s.session, t, len(shapes), ctypes.byref(arena))
+    return st, lib.lib.cinfer_last_error().decode()
+
+
+def test_sizes_that_overflow_are_refused(lib):
+    """A caller's shape, or an output shape the inputs imply, whose byte count passes 2^56 (or whose product would
+    wrap around to a small allocation) is refused naming the input or node; shapes below the limit still plan."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["c", "d"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "d"])
+    s = Session(lib, make_model([helper.make_node("Mul", ["x", "z"], ["y"], name="outer")], [x, z], [y]).SerializeToString())
+    st, msg = _plan(lib, s, {"x": [1 << 40, 1 << 40], "z": [1, 1]})
+    assert st == INVALID_ARGUMENT and "input 'x'" in msg and "too large" in msg, msg
+    st, msg = _plan(lib, s, {"x": [1 << 62, 4], "z": [1, 1]})  # the product wraps around int64
+    assert st == INVALID_ARGUMENT and "input 'x'" in msg, msg
+    st, msg = _plan(lib, s, {"x": [1 << 28, 1], "z": [1, 1 << 28]})  # inputs fit, the broadcast output does not
+    assert st == INVALID_ARGUMENT and "Mul node 'outer'" in msg and "[268435456,268435456]" in msg, msg
+    st, msg = _plan(lib, s, {"x": [1 << 10, 1], "z": [1, 1 << 10]})
+    assert st == 0, msg
+    st, msg = _plan(lib, s, {"x": [0, 1 << 62], "z": [1, 1]})  # empty: nothing to size
+    assert st == 0, msg
