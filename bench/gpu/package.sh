@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds cinfer with the CUDA module here (no GPU needed) and packs what the lent GPU machine lacks into
 # .deps/gpu-bundle.tar.xz: the binaries, the Debian libraries they link (resolved with ldd) and the pytest wheels.
-# Then: device tool, carry [".deps"], command "bash bench/gpu/run.sh tests" (see bench/gpu/run.sh).
+# Then: device tool, carry [".deps/gpu-bundle.tar.xz"] (plus ".deps/perf-analyzer.tar.xz" for the scale stage),
+# command "bash bench/gpu/run.sh tests" (see bench/gpu/run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -30,6 +31,17 @@ mkdir -p "$STAGE/bundle/wheels312"
     python-rapidjson==1.25 brotli==1.2.1 certifi urllib3 prometheus-client==0.26.0 >/dev/null
 mkdir -p .deps
 tar -C "$STAGE" -cJf .deps/gpu-bundle.tar.xz bundle
+# perf_analyzer for run.sh's scale stage (a second carry path): scripts/perf_analyzer.sh's install plus libb64
+if [ -x .deps/perf_analyzer/bin/perf_analyzer ]; then
+    PA=$(mktemp -d)
+    cp -a .deps/perf_analyzer "$PA/perf_analyzer"
+    rm -rf "$PA"/perf_analyzer/{tritonclient,tritongrpcclient,tritonhttpclient,tritonclientutils,tritonshmutils}
+    mkdir -p "$PA/perf_analyzer/lib"
+    ldd .deps/perf_analyzer/bin/perf_analyzer | awk '/libb64/ {print $3}' | xargs -r -I{} cp -L {} "$PA/perf_analyzer/lib/"
+    tar -C "$PA" -cJf .deps/perf-analyzer.tar.xz perf_analyzer
+    rm -rf "$PA"
+    ls -l .deps/perf-analyzer.tar.xz
+fi
 rm -rf "$STAGE"
 ls -l .deps/gpu-bundle.tar.xz
 tar -tJf .deps/gpu-bundle.tar.xz | sed 's/^/  /'

@@ -22,6 +22,9 @@
 #             cinfer bench (host api, wall clock)
 #   trace     per-kernel GPU time of cinfer beside PyTorch eager for the same specs (default resnet50:1:fp16
 #             bert:128:fp16 dlrm:128:fp32; bench/gpu/kernel_trace.py, torch.profiler) into kernel_trace.log
+#   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
+#             GPU 0 only, plus the engine alone at the formed batch size (bench/gpu/server_scale.py; SCALE_ARGS adds
+#             options; carry .deps/perf-analyzer.tar.xz too): the two-GPU scaling run and the server's H200 goal
 #   smoke     cinfer gpus, the CUDA pytest suite and the precision/fusion unit tests on cuda (the first minutes of tests)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
@@ -107,6 +110,17 @@ for what in "${@:-tests}"; do
         TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
         stage kernel_trace $TPY bench/gpu/kernel_trace.py "$WORK/compare-models" \
             ${PROFILE_SPECS:-resnet50:1:fp16 bert:128:fp16 dlrm:128:fp32}
+        ;;
+    scale)
+        # cinfer-server with ResNet-50 under perf_analyzer (system shared memory) on every visible GPU, then on GPU 0
+        # only; the engine alone at the formed batch size (bench/gpu/server_scale.py; carry .deps/perf-analyzer.tar.xz)
+        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+        tar -C "$WORK" -xJf .deps/perf-analyzer.tar.xz
+        PA_LIBS="$WORK/perf_analyzer/nvidia/cuda_runtime/lib:$WORK/perf_analyzer/lib"
+        [ -f "$WORK/compare-models/resnet50.onnx" ] || $TPY bench/gpu/models.py "$WORK/compare-models" resnet50 >/dev/null 2>&1
+        stage server_scale env NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH="$PA_LIBS:$LD_LIBRARY_PATH" $PY bench/gpu/server_scale.py \
+            --server "$B/bin/cinfer-server" --cli "$B/bin/cinfer" --perf "$WORK/perf_analyzer/bin/perf_analyzer" \
+            --onnx "$WORK/compare-models/resnet50.onnx" --name resnet50 --precision fp16 --out "$OUT/scale" ${SCALE_ARGS:-}
         ;;
     sanitize)
         stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \

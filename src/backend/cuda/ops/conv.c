@@ -174,8 +174,8 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
     const dnn_key *k = &p->key;
     if (cuda_exec_capturing(x)) return false;
     const int h_algo = p->algo;
-    cudnnMathType_t h_math = CUDNN_DEFAULT_MATH;
-    if (have_heuristic && cudnnGetConvolutionMathType(p->cd, &h_math) != CUDNN_STATUS_SUCCESS) return false;
+    cudnnMathType_t h_math = CUDNN_DEFAULT_MATH; /* the descriptor's math type before timing (the heuristics') */
+    if (cudnnGetConvolutionMathType(p->cd, &h_math) != CUDNN_STATUS_SUCCESS) return false;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     void *ws = x->workspace; /* the large workspace where the memory is there, else the session's */
@@ -187,6 +187,7 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
                                                               ws_bytes);
     cuda_exec_exclusive_end(x);
+    cudnnSetConvolutionMathType(p->cd, h_math); /* whatever timing left there, the chosen call sets its own */
     if (st != CUDNN_STATUS_SUCCESS) {
         (void)cudaGetLastError(); /* a refused timing leaves no fault behind; a real one shows in the next call */
         return false;
