@@ -88,7 +88,8 @@ class MetricsSampler(threading.Thread):
             self.stop_event.wait(self.period)
 
     def means(self):
-        return {u: sum(v) / len(v) for u, v in self.samples.items() if v}
+        """Percent per GPU (the metric is Triton's fraction 0..1)."""
+        return {u: 100 * sum(v) / len(v) for u, v in self.samples.items() if v}
 
 
 def stats(base, name):
@@ -136,11 +137,12 @@ def run_placement(args, label, visible, work):
         if server.poll() is not None:
             sys.exit(f"{label}: server exited:\n{(work / f'server-{label}.log').read_text()[-3000:]}")
         out_bytes = 1
+        size = {"FP16": 2, "BF16": 2, "FP32": 4, "INT32": 4, "FP64": 8, "INT64": 8, "UINT8": 1, "INT8": 1, "BOOL": 1}
         for o in get_json(f"{base}/v2/models/{args.name}")["outputs"]:
-            n = 1
+            n = size.get(o["datatype"], 8)
             for d in o["shape"][1:]:
                 n *= max(1, int(d))
-            out_bytes = max(out_bytes, n * 4)
+            out_bytes = max(out_bytes, n)
         for c in args.concurrency:
             csv_path = work / f"{label}-c{c}.csv"
             cmd = [args.perf, "-m", args.name, "-u", url, "--concurrency-range", str(c), "--measurement-mode",
@@ -173,6 +175,20 @@ def run_placement(args, label, visible, work):
             server.kill()
         log.close()
     return rows
+
+
+def bucket_of(args, rows):
+    """The batch a GPU instance really runs for `rows` requests: the smallest of the default buckets (powers of two,
+    the preferred sizes, max_batch_size; docs/server.md cinfer_batch_buckets) that holds them. CPU instances do not
+    pad."""
+    if args.kind == "cpu":
+        return rows
+    sizes = {args.max_batch} | {int(v) for v in args.preferred.strip("[]").split(",") if v.strip()}
+    b = 1
+    while b < args.max_batch:
+        sizes.add(b)
+        b *= 2
+    return min(s for s in sizes if s >= rows)
 
 
 def engine_offline(args, batch, visible):
@@ -221,6 +237,7 @@ def main():
     # the restricted one (one GPU) when there is one, at its lowest concurrency
     first = next((r for r in rows if r["visible"] is not None), rows[0])
     formed = max(first["batches"].items(), key=lambda kv: kv[1])[0] if first["batches"] else 1
+    formed = bucket_of(args, formed)  # batch_stats count request rows; the instance ran its bucket
     offline, detail = engine_offline(args, formed, None if first["visible"] is None else first["visible"])
     json.dump({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "offline_batch": formed,
                "offline_items_per_s": offline, "offline_detail": detail}, open(args.out / "result.json", "w"), indent=1)
@@ -242,7 +259,7 @@ def main():
               f"{best[placements[1]]:,.0f} infer/s = {best[placements[0]] / max(1e-9, best[placements[1]]):.2f}x")
     if offline:
         c0 = first["throughput"]
-        print(f"\nengine offline (`cinfer bench`, host api) at the formed batch {formed}: {offline:,.0f} items/s; server at "
+        print(f"\nengine offline (`cinfer bench`, host api) at the batch the instance ran ({formed}): {offline:,.0f} items/s; server at "
               f"concurrency {first['concurrency']} ({first['placement']}): {c0:,.0f} infer/s = {c0 / offline:.0%}")
     else:
         print(f"\nengine offline at batch {formed}: failed: {detail}")

@@ -103,6 +103,16 @@ size_t cuda_exec_large_workspace_bound(const cuda_exec *x) {
     return bound < CUDA_LARGE_WORKSPACE_BYTES ? bound : CUDA_LARGE_WORKSPACE_BYTES;
 }
 
+void *cuda_exec_temp_alloc(cuda_exec *x, size_t bytes) {
+    cuda_backend_ctx *c = (cuda_backend_ctx *)x->owner;
+    void *p = NULL;
+    return alloc_malloc(c->dev->memory, bytes, c->stream_id, &p) == CINFER_OK ? p : NULL;
+}
+
+void cuda_exec_temp_free(cuda_exec *x, void *p) {
+    if (p) alloc_free(((cuda_backend_ctx *)x->owner)->dev->memory, p);
+}
+
 bool cuda_exec_capturing(const cuda_exec *x) { return ((const cuda_backend_ctx *)x->owner)->capturing; }
 void cuda_exec_exclusive_begin(cuda_exec *x) { cuda_device_sync_begin(((cuda_backend_ctx *)x->owner)->dev); }
 void cuda_exec_exclusive_end(cuda_exec *x) { cuda_device_sync_end(((cuda_backend_ctx *)x->owner)->dev); }

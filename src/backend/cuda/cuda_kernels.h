@@ -77,6 +77,11 @@ void *cuda_scratch(cuda_exec *x, size_t bytes);
 #define CUDA_LARGE_WORKSPACE_BYTES ((size_t)1 << 30)
 size_t cuda_exec_large_workspace_bound(const cuda_exec *x);
 
+/* Device memory borrowed from the device's cache for the length of a synchronising call (cuDNN's algorithm
+ * timing), given back at once; NULL when it cannot be had. Not while capturing. */
+void *cuda_exec_temp_alloc(cuda_exec *x, size_t bytes);
+void cuda_exec_temp_free(cuda_exec *x, void *p);
+
 /* True while x's stream is being captured into a CUDA graph (nothing may synchronise or allocate). */
 bool cuda_exec_capturing(const cuda_exec *x);
 /* Brackets work that synchronises (cuDNN's algorithm timing): waits for graph captures on the device to end and

@@ -69,6 +69,11 @@ typedef struct dnn_plan {
     size_t ws_bytes;
     size_t ws_limit; /* while building: the most workspace the algorithm may take */
     bool timed; /* the algorithm is the fastest cudnnFind measured (else the heuristics' choice) */
+    /* a timed algorithm whose workspace passes the session's: the heuristics' choice within it, on its own
+     * descriptor (its math type may differ), for a session that cannot get the larger workspace */
+    cudnnConvolutionDescriptor_t cd_small;
+    int algo_small;
+    size_t ws_small;
     /* conv + bias + z + Relu in one call (forward float types): its descriptors, and whether cuDNN took it */
     cudnnTensorDescriptor_t bd; /* the bias: [1, M, 1, 1(, 1)] */
     cudnnActivationDescriptor_t act;
@@ -99,6 +104,8 @@ static void dnn_plan_release(dnn_plan *p) {
     if (p->yd) cudnnDestroyTensorDescriptor(p->yd);
     if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
     if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
+    if (p->cd_small) cudnnDestroyConvolutionDescriptor(p->cd_small);
+    p->cd_small = NULL;
     if (p->bd) cudnnDestroyTensorDescriptor(p->bd);
     if (p->act) cudnnDestroyActivationDescriptor(p->act);
     p->bd = NULL;
@@ -123,6 +130,20 @@ static bool math_allowed(const dnn_key *k, cudnnMathType_t m) {
     if (k->dtype != CINFER_DTYPE_FLOAT) return true;
     if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false; /* may run float32 data as float16: never */
     return k->tf32 || m != CUDNN_TENSOR_OP_MATH;
+}
+
+/* A convolution descriptor for k's window and groups (math type left at the default). */
+static bool dnn_conv_descriptor(const dnn_key *k, cudnnConvolutionDescriptor_t *out) {
+    cudnnDataType_t compute = k->dtype == CINFER_DTYPE_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    if (cudnnCreateConvolutionDescriptor(out) != CUDNN_STATUS_SUCCESS) return false;
+    if (cudnnSetConvolutionNdDescriptor(*out, k->nbdims - 2, k->pad, k->stride, k->dil, CUDNN_CROSS_CORRELATION,
+                                        compute) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionGroupCount(*out, k->group) != CUDNN_STATUS_SUCCESS) {
+        cudnnDestroyConvolutionDescriptor(*out);
+        *out = NULL;
+        return false;
+    }
+    return true;
 }
 
 /* Sets the plan's math type and algorithm to perf's when its real workspace fits. */
@@ -168,25 +189,29 @@ static bool timing_wanted(void) {
  * choice, already in p when have_heuristic, stays unless timing shows a clear win (25% and 20 us): cuDNN times each
  * call alone, launch gaps included, which favours one-kernel algorithms that a CUDA graph replay then finds slower
  * than the heuristics' tensor-core ones at small batches (H200, ResNet-50 fp16: b1 2.17 ms timed against 0.955 ms
- * by the heuristics; b256 10,710 img/s timed against 3,370). Timing synchronises, so it runs outside graph captures,
- * in the device's exclusive section. False when it cannot run or finds nothing allowed. */
+ * by the heuristics; b256 10,710 img/s timed against 3,370). The timing workspace is borrowed from the device's
+ * cache and returned at once, so a session keeps only what the chosen algorithm needs. A timed choice that needs
+ * more than the session workspace keeps the heuristics' one beside it (cd_small) for sessions that cannot get
+ * that much. Timing synchronises, so it runs outside graph captures, in the device's exclusive section. False when
+ * it cannot run or finds nothing allowed. */
 static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, bool have_heuristic) {
     const dnn_key *k = &p->key;
     if (cuda_exec_capturing(x)) return false;
     const int h_algo = p->algo;
+    const size_t h_ws = p->ws_bytes;
     cudnnMathType_t h_math = CUDNN_DEFAULT_MATH; /* the descriptor's math type before timing (the heuristics') */
     if (cudnnGetConvolutionMathType(p->cd, &h_math) != CUDNN_STATUS_SUCCESS) return false;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
-    void *ws = x->workspace; /* the large workspace where the memory is there, else the session's */
-    size_t ws_bytes = x->workspace_bytes < k->workspace ? x->workspace_bytes : k->workspace;
-    if (k->workspace > x->workspace_bytes && (ws = cuda_scratch(x, k->workspace)) != NULL) ws_bytes = k->workspace;
-    if (!ws) ws = x->workspace;
+    void *borrowed = k->workspace > x->workspace_bytes ? cuda_exec_temp_alloc(x, k->workspace) : NULL;
+    void *ws = borrowed ? borrowed : x->workspace;
+    size_t ws_bytes = borrowed ? k->workspace : (x->workspace_bytes < k->workspace ? x->workspace_bytes : k->workspace);
     cuda_exec_exclusive_begin(x);
     cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithmEx(x->dnn, p->xd, io->x, p->wd, io->w, p->cd, p->yd, io->y,
                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
                                                               ws_bytes);
     cuda_exec_exclusive_end(x);
+    cuda_exec_temp_free(x, borrowed); /* Find waited for its runs: nothing of it is still queued */
     cudnnSetConvolutionMathType(p->cd, h_math); /* whatever timing left there, the chosen call sets its own */
     if (st != CUDNN_STATUS_SUCCESS) {
         (void)cudaGetLastError(); /* a refused timing leaves no fault behind; a real one shows in the next call */
@@ -199,16 +224,26 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
             (k->deterministic && r->determinism != CUDNN_DETERMINISTIC))
             continue;
         if (!best) best = r;
-        if (have_heuristic && !heuristic && (int)r->algo == h_algo && r->mathType == h_math) heuristic = r;
+        /* by algorithm alone: Find may report another math type for the heuristics' pick */
+        if (have_heuristic && (int)r->algo == h_algo && (!heuristic || r->mathType == h_math)) heuristic = r;
     }
     if (!best) return false;
     if (heuristic && heuristic->time <= best->time * 1.25f + 0.02f) return true;
     if (p->ws_limit < ws_bytes) p->ws_limit = ws_bytes;
-    if (dnn_try_algo(x, p, (int)best->algo, best->mathType)) {
-        p->timed = true;
-        return true;
+    if (!dnn_try_algo(x, p, (int)best->algo, best->mathType))
+        return have_heuristic && dnn_try_algo(x, p, h_algo, h_math); /* puts the heuristic's math type back */
+    p->timed = true;
+    if (have_heuristic && p->ws_bytes > x->workspace_bytes && dnn_conv_descriptor(k, &p->cd_small)) {
+        if ((k->dtype != CINFER_DTYPE_FLOAT || k->tf32) &&
+            cudnnSetConvolutionMathType(p->cd_small, h_math) != CUDNN_STATUS_SUCCESS) {
+            cudnnDestroyConvolutionDescriptor(p->cd_small);
+            p->cd_small = NULL;
+        } else {
+            p->algo_small = h_algo;
+            p->ws_small = h_ws;
+        }
     }
-    return have_heuristic && dnn_try_algo(x, p, h_algo, h_math); /* puts the heuristic's math type back */
+    return true;
 }
 
 /* Builds the descriptors and picks an algorithm: the heuristics' order, deterministic ones first, then (forward,
@@ -216,22 +251,17 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
 static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
     const dnn_key *k = &p->key;
     cinfer_dtype t = (cinfer_dtype)k->dtype;
-    cudnnDataType_t type, compute;
+    cudnnDataType_t type;
     p->ws_limit = k->workspace < x->workspace_bytes ? k->workspace : x->workspace_bytes;
     if (!dnn_dtype(t, &type)) return false;
-    compute = t == CINFER_DTYPE_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-    int nsp = k->nbdims - 2;
     if (cudnnCreateTensorDescriptor(&p->xd) != CUDNN_STATUS_SUCCESS ||
         cudnnCreateTensorDescriptor(&p->yd) != CUDNN_STATUS_SUCCESS ||
         cudnnCreateFilterDescriptor(&p->wd) != CUDNN_STATUS_SUCCESS ||
-        cudnnCreateConvolutionDescriptor(&p->cd) != CUDNN_STATUS_SUCCESS)
+        !dnn_conv_descriptor(k, &p->cd))
         return false;
     if (dnn_tensor(p->xd, type, k->nbdims, k->x) != CUDNN_STATUS_SUCCESS ||
         dnn_tensor(p->yd, type, k->nbdims, k->y) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetFilterNdDescriptor(p->wd, type, CUDNN_TENSOR_NCHW, k->nbdims, k->w) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetConvolutionNdDescriptor(p->cd, nsp, k->pad, k->stride, k->dil, CUDNN_CROSS_CORRELATION, compute) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnSetConvolutionGroupCount(p->cd, k->group) != CUDNN_STATUS_SUCCESS)
+        cudnnSetFilterNdDescriptor(p->wd, type, CUDNN_TENSOR_NCHW, k->nbdims, k->w) != CUDNN_STATUS_SUCCESS)
         return false;
     cudnnMathType_t math = t == CINFER_DTYPE_FLOAT    ? (k->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
                            : t == CINFER_DTYPE_DOUBLE ? CUDNN_DEFAULT_MATH
@@ -291,6 +321,7 @@ static dnn_plan **dnn_slot_locked(const dnn_key *key) {
 static dnn_plan *dnn_plan_get(cuda_exec *x, const dnn_key *key, dnn_plan *tmp, const dnn_find_io *io) {
     pthread_mutex_lock(&dnn_lock);
     dnn_plan *p = *dnn_slot_locked(key);
+    if (dnn_count >= DNN_MAX_PLANS) io = NULL; /* a plan built per call: no timing on every call */
     pthread_mutex_unlock(&dnn_lock);
     if (p) return p;
     dnn_plan *built = calloc(1, sizeof *built);
@@ -414,7 +445,17 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     dnn_plan tmp, *plan = dnn_plan_get(x, &key, &tmp, &io);
     if (!plan) return out_of_memory(n);
     if (!plan->supported) return CINFER_OK;
-    void *ws = plan->ws_bytes > x->workspace_bytes ? cuda_scratch(x, plan->ws_bytes) : x->workspace;
+    /* the plan's algorithm, or the heuristics' one within the session workspace when its larger one cannot be had */
+    cudnnConvolutionDescriptor_t cd = plan->cd;
+    int algo = plan->algo;
+    size_t ws_bytes = plan->ws_bytes;
+    void *ws = ws_bytes > x->workspace_bytes ? cuda_scratch(x, ws_bytes) : x->workspace;
+    if (!ws && plan->cd_small) {
+        cd = plan->cd_small;
+        algo = plan->algo_small;
+        ws_bytes = plan->ws_small;
+        ws = x->workspace;
+    }
     if (!ws) {
         if (!plan->cached) dnn_plan_release(plan);
         return out_of_memory(n);
@@ -422,8 +463,7 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     if (relu && bias && plan->bd && plan->act && plan->fused_state >= 0) {
         float one = 1.0f, alpha2 = res ? 1.0f : 0.0f;
         cudnnStatus_t ds = cudnnConvolutionBiasActivationForward(
-            x->dnn, &one, plan->xd, src, plan->wd, w->data, plan->cd, (cudnnConvolutionFwdAlgo_t)plan->algo,
-            ws, plan->ws_bytes, &alpha2, plan->yd, res ? res : y->data, plan->bd, bias, plan->act, plan->yd,
+            x->dnn, &one, plan->xd, src, plan->wd, w->data, cd, (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &alpha2, plan->yd, res ? res : y->data, plan->bd, bias, plan->act, plan->yd,
             y->data);
         if (!dnn_refused(ds)) {
             plan->fused_state = 1;
@@ -439,8 +479,8 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
         double one_d = 1.0, zero_d = 0.0;
         bool dbl = xt->dtype == CINFER_DTYPE_DOUBLE;
         cudnnStatus_t ds = cudnnConvolutionForward(x->dnn, dbl ? (const void *)&one_d : (const void *)&one_f,
-                                                   plan->xd, src, plan->wd, w->data, plan->cd,
-                                                   (cudnnConvolutionFwdAlgo_t)plan->algo, ws, plan->ws_bytes,
+                                                   plan->xd, src, plan->wd, w->data, cd,
+                                                   (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes,
                                                    dbl ? (const void *)&zero_d : (const void *)&zero_f, plan->yd,
                                                    y->data);
         if (!dnn_refused(ds)) {
