@@ -25,14 +25,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 
 import onnx
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "server"))
-from bench_server import cpu_seconds, free_port, get_json  # noqa: E402
+from bench_server import cpu_seconds, free_port, get_json, wait_ready  # noqa: E402
 
 ONNX_TO_TRITON = {1: "TYPE_FP32", 10: "TYPE_FP16", 16: "TYPE_BF16", 11: "TYPE_FP64", 7: "TYPE_INT64", 6: "TYPE_INT32",
                   2: "TYPE_UINT8", 3: "TYPE_INT8", 9: "TYPE_BOOL"}
@@ -123,19 +122,9 @@ def run_placement(args, label, visible, work):
     base, url = f"http://127.0.0.1:{port}", f"127.0.0.1:{port}"
     rows = []
     try:
-        for _ in range(1200):
-            try:
-                with urllib.request.urlopen(f"{base}/v2/models/{args.name}/ready", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if server.poll() is not None:
-                    break
-                time.sleep(0.1)
-        else:
-            sys.exit(f"{label}: model not ready:\n{(work / f'server-{label}.log').read_text()[-3000:]}")
-        if server.poll() is not None:
-            sys.exit(f"{label}: server exited:\n{(work / f'server-{label}.log').read_text()[-3000:]}")
+        if not wait_ready(f"{base}/v2/models/{args.name}/ready", 120, server):
+            sys.exit(f"{label}: model not ready (server {'exited' if server.poll() is not None else 'running'}):\n"
+                     f"{(work / f'server-{label}.log').read_text()[-3000:]}")
         out_bytes = 1
         size = {"FP16": 2, "BF16": 2, "FP32": 4, "INT32": 4, "FP64": 8, "INT64": 8, "UINT8": 1, "INT8": 1, "BOOL": 1}
         for o in get_json(f"{base}/v2/models/{args.name}")["outputs"]:

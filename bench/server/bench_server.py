@@ -59,6 +59,21 @@ def get_json(url):
         return json.loads(r.read())
 
 
+def wait_ready(url, seconds, proc=None):
+    """True once GET url answers 200 within `seconds`; False on timeout, or as soon as `proc` has exited."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                return False
+            time.sleep(0.05)
+    return False
+
+
 def inference_count(base, model):
     return get_json(f"{base}/v2/models/{model}/stats")["model_stats"][0]["inference_count"]
 
@@ -146,14 +161,7 @@ def main():
                                "--threads", "1", "--http-threads", str(args.http_threads)], stdout=log, stderr=subprocess.STDOUT)
     base, url = f"http://127.0.0.1:{port}", f"127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"{base}/v2/health/ready", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.05)
-        else:
+        if not wait_ready(f"{base}/v2/health/ready", 30, server):
             sys.exit(f"server not ready:\n{(work / 'server.log').read_text()}")
         rows = []
         load = os.getloadavg()[0]
