@@ -6,6 +6,8 @@
  *    (five elementwise kernels -> one);
  *  - Softmax NaN guard: Where(IsNaN(p), 0, p) after a Softmax becomes the Softmax's "cinfer_nan_to_zero";
  *  - Relu(Conv(x) + r): the Conv adds the residual r (and applies the Relu) in its bias pass;
+ *  - LayerNormalization(a + b) with a and b of one shape (BERT's residual joins): the LayerNorm reads b as a 4th
+ *    input and adds it as it loads the row;
  *  - MatMul(X, W) + b with constant W and b: a Gemm with a bias epilogue over X's rows (reshaped around it);
  *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
  *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K).
@@ -481,6 +483,42 @@ static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
     return CINFER_OK;
 }
 
+/* ---- residual Add + LayerNormalization ---- */
+
+/* LayerNormalization(a + b), the sum used nowhere else, a and b of one static shape, only Y wanted: the LayerNorm
+ * reads b as a 4th input ("cinfer_fused_add") and adds it while it loads each row, so the Add kernel and its pass
+ * over the activations go (post-LN transformers have two per layer). */
+static cinfer_status fuse_layer_norm_residual(graph *g, bool *changed) {
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *ln = &g->nodes[i];
+        if (!is_op(ln, "LayerNormalization") || ln->num_inputs > 3 || ln->num_inputs < 2 ||
+            graph_node_attr(ln, "cinfer_fused_add"))
+            continue;
+        bool extra_outputs = false; /* Mean / InvStdDev: the unfused kernel's statistics of a + b */
+        for (int k = 1; k < ln->num_outputs; k++)
+            extra_outputs = extra_outputs || (ln->outputs[k] >= 0 && (g->values[ln->outputs[k]].num_consumers > 0 ||
+                                                                       g->values[ln->outputs[k]].is_output));
+        int sum = ln->inputs[0], av = producer_node(g, sum);
+        if (extra_outputs || av < 0 || !single_use(g, sum)) continue;
+        graph_node *add = &g->nodes[av];
+        if (!is_op(add, "Add") || add->num_inputs != 2) continue;
+        int a = add->inputs[0], b = add->inputs[1];
+        if (a == b || !same_static_shape(g, a, b) || !same_static_shape(g, a, sum)) continue;
+        int *ins = realloc(ln->inputs, sizeof(int) * 4);
+        if (!ins) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", ln->name);
+        ln->inputs = ins;
+        while (ln->num_inputs < 3) ln->inputs[ln->num_inputs++] = -1;
+        ln->inputs[0] = a;
+        ln->inputs[3] = b;
+        ln->num_inputs = 4;
+        CINFER_TRY(graph_node_add_int_attr(ln, "cinfer_fused_add", 1));
+        add->removed = true;
+        *changed = true;
+        graph_recount_uses(g);
+    }
+    return CINFER_OK;
+}
+
 cinfer_status graph_fuse(graph *g) {
     graph_recount_uses(g);
     CINFER_TRY(merge_common_subexpressions(g));
@@ -490,6 +528,7 @@ cinfer_status graph_fuse(graph *g) {
     bool added = false;
     CINFER_TRY(fuse_matmul_bias(g, &added));
     CINFER_TRY(fuse_conv_residual(g, &added));
+    CINFER_TRY(fuse_layer_norm_residual(g, &added));
     if (added) { /* new nodes went to the end: put them in order for the passes after this one */
         graph_compact(g);
         CINFER_TRY(graph_sort(g));

@@ -230,3 +230,59 @@ def test_a_conv_with_four_inputs_in_a_file_is_refused(lib):
     with pytest.raises(Exception) as e:
         Session(lib, m.SerializeToString()).run({"x": f32(1, 1, 3, 3)})
     assert "4 inputs given, Conv takes 2 or 3" in str(e.value)
+
+
+def residual_layer_norm_model(skip_shape=None, stats=False, cols=48):
+    """LayerNorm(h + skip) as post-LN transformers write it, h the output of an earlier op (recorded in value_info)."""
+    skip_shape = skip_shape or (2, 5, cols)
+    outs = ["y", "mean"] if stats else ["y"]
+    nodes = [N("Mul", ["x", "g"], ["h"]), N("Add", ["h", "skip"], ["s"]),
+             N("LayerNormalization", ["s", "scale", "bias"], outs, axis=-1, epsilon=1e-5)]
+    graph_outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5, cols])]
+    if stats:
+        graph_outs.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, None))
+    m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5, cols]),
+                      helper.make_tensor_value_info("skip", TensorProto.FLOAT, ["n"] + list(skip_shape[1:]))],
+              graph_outs, {"g": f32(cols, seed=1), "scale": f32(cols, seed=2), "bias": f32(cols, seed=3)})
+    m.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.FLOAT, ["n", 5, cols]))
+    m.graph.value_info.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, ["n", 5, cols]))
+    return m
+
+
+@pytest.mark.parametrize("cols", [48, 768, 1500])  # 1500: rows too long for the GPU's warp-per-row kernel
+def test_residual_add_fuses_into_the_layer_norm(lib, cols):
+    m = residual_layer_norm_model(cols=cols)
+    feeds = {"x": f32(2, 5, cols) * 2, "skip": f32(2, 5, cols, seed=9) + 3}
+    ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-4)
+    assert ops == {"Mul": 1, "LayerNormalization": 1}, ops
+    half = Session(lib, m.SerializeToString(), options={"precision": "fp16"}).run(feeds)[0]
+    want = Session(lib, m.SerializeToString()).run(feeds)[0]
+    np.testing.assert_allclose(half, want, rtol=2e-2, atol=2e-2)
+
+
+def test_layer_norm_residual_near_misses_stay_unfused(lib):
+    # the residual broadcasts (a bias-like [1, 1, 48] operand): the Add stays
+    m = residual_layer_norm_model(skip_shape=(1, 1, 48))
+    m.graph.input[1].CopyFrom(helper.make_tensor_value_info("skip", TensorProto.FLOAT, [1, 1, 48]))
+    ops = check_against_ort(lib, m, {"x": f32(2, 5, 48), "skip": f32(1, 1, 48, seed=9)}, rtol=1e-4, atol=1e-4)
+    assert ops["Add"] == 1, ops
+    # the statistics output is wanted: the unfused kernel's Mean is of the sum, so the Add stays
+    m = residual_layer_norm_model(stats=True)
+    feeds = {"x": f32(2, 5, 48), "skip": f32(2, 5, 48, seed=9)}
+    ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-4)
+    assert ops["Add"] == 1, ops
+    # the sum is read elsewhere too
+    m = residual_layer_norm_model()
+    m.graph.node.append(N("Relu", ["s"], ["r"]))
+    m.graph.output.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
+    ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-4)
+    assert ops["Add"] == 1, ops
+
+
+def test_a_layer_norm_with_four_inputs_in_a_file_is_refused(lib):
+    m = model([N("LayerNormalization", ["x", "scale", "bias", "x"], ["y"], axis=-1)],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], {"scale": f32(8), "bias": f32(8)})
+    with pytest.raises(Exception) as e:
+        Session(lib, m.SerializeToString()).run({"x": f32(2, 8)})
+    assert "4 inputs given, it takes 2 or 3" in str(e.value)

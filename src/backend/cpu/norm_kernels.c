@@ -102,12 +102,18 @@ DEFINE_ROW_APPLY(row_apply_f64, double)
         STATS(x, cols, eps, rms, mean, inv);                                                                  \
         APPLY(x, y, cols, *mean, *inv, scale, bias);                                                          \
     }                                                                                                         \
-    static void NAME(const T *x, T *y, int64_t rows, int64_t cols, const T *scale, const T *bias, double eps, \
-                     bool rms, tensor *mean_out, tensor *inv_out) {                                           \
+    static void NAME(const T *x, const T *res, T *y, int64_t rows, int64_t cols, const T *scale, const T *bias, \
+                     double eps, bool rms, tensor *mean_out, tensor *inv_out) {                               \
         _Pragma("omp parallel for num_threads(cpu_num_threads()) if(rows * cols > CPU_RED_PAR_MIN && rows > 1)") \
         for (int64_t r = 0; r < rows; r++) {                                                                  \
             T mean, inv;                                                                                      \
-            NAME##_row(x + r * cols, y + r * cols, cols, scale, bias, eps, rms, &mean, &inv);                 \
+            const T *xr = x + r * cols;                                                                       \
+            if (res) { /* the fused residual: the row's sum first, in Y (it may be X itself) */               \
+                T *yr = y + r * cols;                                                                         \
+                for (int64_t j = 0; j < cols; j++) yr[j] = xr[j] + res[r * cols + j];                         \
+                xr = yr;                                                                                      \
+            }                                                                                                 \
+            NAME##_row(xr, y + r * cols, cols, scale, bias, eps, rms, &mean, &inv);                           \
             if (mean_out) store_stat(mean_out, r, mean);                                                      \
             if (inv_out) store_stat(inv_out, r, inv);                                                         \
         }                                                                                                     \
@@ -149,10 +155,18 @@ static cinfer_status run_layer_or_rms(const graph_node *n, const tensor *in, int
             return st;
         }
     }
+    /* the fused residual Add of graph/fusion.c (LayerNorm(X + R); half types arrive here as float32) */
+    const void *res = !rms && cpu_red_present(in, num_in, 3) ? in[3].data : NULL;
+    if (res && (in[3].dtype != dt || tensor_numel(&in[3]) != rows * cols)) {
+        free(own_scale);
+        free(own_bias);
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': the fused residual must match X", n->op_type,
+                          n->name);
+    }
     if (dt == CINFER_DTYPE_FLOAT)
-        layer_norm_f32(in[0].data, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
+        layer_norm_f32(in[0].data, res, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
     else
-        layer_norm_f64(in[0].data, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
+        layer_norm_f64(in[0].data, res, out[0].data, rows, cols, scale, bias, eps, rms, mean_out, inv_out);
     free(own_scale);
     free(own_bias);
     return CINFER_OK;

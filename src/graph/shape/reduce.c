@@ -309,6 +309,17 @@ static cinfer_status infer_layer_norm(const graph_node *n, const tensor *in, int
         CINFER_TRY(expect_same_dtype(n, in, i));
         CINFER_TRY(expect_broadcast_to_tail(n, &in[0], axis, &in[i], i == 1 ? "Scale" : "B"));
     }
+    if (num_in > 3 && in[3].dtype != CINFER_DTYPE_UNDEFINED) {
+        /* a 4th input only as the fused residual of graph/fusion.c: LayerNorm(X + R), R typed and shaped like X */
+        char sr[128], sx[128];
+        if (!graph_node_attr(n, "cinfer_fused_add"))
+            return core_error(CINFER_ERR_INVALID_MODEL, "LayerNormalization node '%s': %d inputs given, it takes 2 or 3",
+                              n->name, num_in);
+        if (!tensor_same_shape(&in[3], &in[0]) || in[3].dtype != in[0].dtype)
+            return core_error(CINFER_ERR_INVALID_MODEL, "LayerNormalization node '%s': the fused residual %s %s must match "
+                              "X %s %s", n->name, cinfer_dtype_name(in[3].dtype), tensor_shape_str(&in[3], sr, sizeof sr),
+                              cinfer_dtype_name(in[0].dtype), tensor_shape_str(&in[0], sx, sizeof sx));
+    }
     shape_copy(&out[0], &in[0]);
     for (int k = 1; k < num_out && k < 3; k++) {
         shape_copy(&out[k], &in[0]);
@@ -389,7 +400,7 @@ const op_schema shape_reduce_schemas[] = {
     {"Softmax", infer_softmax, 0, OP_FLAG_INPLACE, 1, 1},
     {"LogSoftmax", infer_softmax, 0, OP_FLAG_INPLACE, 1, 1},
     {"Hardmax", infer_softmax, 0, 0, 1, 1},
-    {"LayerNormalization", infer_layer_norm, 0, OP_FLAG_INPLACE, 2, 3},
+    {"LayerNormalization", infer_layer_norm, 0, OP_FLAG_INPLACE, 2, 4}, /* the 4th: the fused residual (graph/fusion.c) */
     {"RMSNormalization", infer_rms_norm, 0, OP_FLAG_INPLACE, 2, 2},
     {"InstanceNormalization", infer_seg_norm, 0, OP_FLAG_INPLACE, 3, 3},
     {"GroupNormalization", infer_seg_norm, 0, OP_FLAG_INPLACE, 3, 3},

@@ -89,9 +89,12 @@ typedef struct cuda_norm_stat {
 
 /* LayerNormalization (rms false) / RMSNormalization (rms true) over contiguous rows of `cols`:
  * y = (x - mean) * inv * scale + bias with inv = 1/sqrt(var + eps) (rms: mean 0, var = mean of squares).
- * x: dt; y: y_dtype (a float type). y may be x. */
-cudaError_t cuda_reduce_layer_norm(cinfer_dtype dt, const void *x, cinfer_dtype y_dtype, void *y, int64_t rows,
-                                   int64_t cols, cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms,
+ * x: dt; y: y_dtype (a float type). y may be x. residual (or NULL): the fused Add of graph/fusion.c, dt, x's shape,
+ * y_dtype == dt: the rows are those of x + residual (summed in float32 for half types; rows over 1024 are summed
+ * into y first, rounded to dt). */
+cudaError_t cuda_reduce_layer_norm(cinfer_dtype dt, const void *x, const void *residual, cinfer_dtype y_dtype, void *y,
+                                   int64_t rows, int64_t cols, cuda_norm_param scale, cuda_norm_param bias, double eps,
+                                   bool rms,
                                    cuda_norm_stat mean, cuda_norm_stat inv_std, cudaStream_t stream);
 
 /* Instance/GroupNormalization: x [batch, channels, spatial] as rows = batch * groups of (channels / groups)

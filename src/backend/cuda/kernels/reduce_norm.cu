@@ -61,7 +61,7 @@ __global__ void layer_norm_kernel(const T *x, void *y, cinfer_dtype y_dtype, int
 // Rows of at most 1024: one warp per row, the row read once into registers (the block-per-row kernel above read it
 // three times behind barriers, ~3x below memory speed on BERT's 768-wide rows). Same statistics and affine apply.
 template <typename T, int K>
-__global__ void layer_norm_warp_kernel(const T *x, void *y, cinfer_dtype y_dtype, int64_t rows, int cols,
+__global__ void layer_norm_warp_kernel(const T *x, const T *res, void *y, cinfer_dtype y_dtype, int64_t rows, int cols,
                                        cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms,
                                        cuda_norm_stat mean_out, cuda_norm_stat inv_out) {
     using F = typename acc<T>::type;
@@ -74,7 +74,7 @@ __global__ void layer_norm_warp_kernel(const T *x, void *y, cinfer_dtype y_dtype
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int j = lane + 32 * k;
-            v[k] = j < cols ? load(xr[j]) : F(0);
+            v[k] = j < cols ? load(xr[j]) + (res ? load(res[row * cols + j]) : F(0)) : F(0);
             s += v[k];
         }
         const F mean = rms ? F(0) : red::warp_allreduce(s, red::Add{}) / (F)cols;
@@ -127,15 +127,25 @@ __global__ void group_norm_kernel(const T *x, T *y, int64_t rows, int64_t segs, 
     }
 }
 
+// y = x + r (the fused residual of rows too long for the warp kernel), rounded to T; y may be x.
+template <typename T> __global__ void add_residual_kernel(const T *x, const T *r, T *y, int64_t n) {
+    CUDA_GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]) + load(r[i]));
+}
+
 template <typename T>
-cudaError_t run_layer_norm(const void *x, cinfer_dtype y_dtype, void *y, int64_t rows, int64_t cols,
+cudaError_t run_layer_norm(const void *x, const void *res, cinfer_dtype y_dtype, void *y, int64_t rows, int64_t cols,
                            cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms, cuda_norm_stat mean,
                            cuda_norm_stat inv, cudaStream_t stream) {
     if (red::with_warp_row_values(cols, [&](auto kc) {
             layer_norm_warp_kernel<T, decltype(kc)::value><<<red::warp_row_blocks(rows), red::kWarpRowThreads, 0, stream>>>(
-                (const T *)x, y, y_dtype, rows, (int)cols, scale, bias, eps, rms, mean, inv);
+                (const T *)x, (const T *)res, y, y_dtype, rows, (int)cols, scale, bias, eps, rms, mean, inv);
         }))
         return cudaGetLastError();
+    if (res) { /* the sum into y, then y normalised in place */
+        add_residual_kernel<T><<<grid_for(rows * cols), kBlock, 0, stream>>>((const T *)x, (const T *)res, (T *)y,
+                                                                            rows * cols);
+        x = y;
+    }
     layer_norm_kernel<T><<<red::blocks_for(rows), red::row_threads(cols), 0, stream>>>(
         (const T *)x, y, y_dtype, rows, cols, scale, bias, eps, rms, mean, inv);
     return cudaGetLastError();
@@ -155,13 +165,14 @@ cudaError_t run_group_norm(const void *x, void *y, int64_t rows, int64_t segs, i
 
 using namespace cinfer_cuda;
 
-extern "C" cudaError_t cuda_reduce_layer_norm(cinfer_dtype dt, const void *x, cinfer_dtype y_dtype, void *y,
-                                              int64_t rows, int64_t cols, cuda_norm_param scale,
-                                              cuda_norm_param bias, double eps, bool rms, cuda_norm_stat mean,
-                                              cuda_norm_stat inv_std, cudaStream_t stream) {
+extern "C" cudaError_t cuda_reduce_layer_norm(cinfer_dtype dt, const void *x, const void *residual,
+                                              cinfer_dtype y_dtype, void *y, int64_t rows, int64_t cols,
+                                              cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms,
+                                              cuda_norm_stat mean, cuda_norm_stat inv_std, cudaStream_t stream) {
+    if (residual && y_dtype != dt) return cudaErrorInvalidValue;
     CUDA_DISPATCH_FLOATS(dt, T,
-                         return run_layer_norm<T>(x, y_dtype, y, rows, cols, scale, bias, eps, rms, mean, inv_std,
-                                                  stream),
+                         return run_layer_norm<T>(x, residual, y_dtype, y, rows, cols, scale, bias, eps, rms, mean,
+                                                  inv_std, stream),
                          return cudaErrorInvalidValue)
     return cudaErrorInvalidValue;
 }

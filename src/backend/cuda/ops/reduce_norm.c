@@ -110,8 +110,13 @@ static cinfer_status run_layer_or_rms(cuda_exec *x, const graph_node *n, const t
     memset(&bias, 0, sizeof bias);
     bias.dtype = CINFER_DTYPE_FLOAT;
     if (!rms && cuda_red_present(in, num_in, 2)) CINFER_TRY(norm_param(n, &in[2], &in[0], axis, &bias));
+    /* the fused residual Add of graph/fusion.c: LayerNorm(X + R) */
+    const void *res = !rms && cuda_red_present(in, num_in, 3) ? in[3].data : NULL;
+    if (res && (in[3].dtype != dt || out[0].dtype != dt || tensor_numel(&in[3]) != rows * cols))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': the fused residual must match X", n->op_type,
+                          n->name);
     return cuda_check_launch(n, n->op_type,
-                             cuda_reduce_layer_norm(dt, in[0].data, out[0].dtype, out[0].data, rows, cols, scale,
+                             cuda_reduce_layer_norm(dt, in[0].data, res, out[0].dtype, out[0].data, rows, cols, scale,
                                                     bias, p.epsilon, rms, stat[0], stat[1], x->stream));
 }
 
