@@ -346,6 +346,10 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
         n->attrs = calloc(np->n_attribute ? np->n_attribute : 1, sizeof(graph_attr));
         if (!n->attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
         for (size_t a = 0; a < np->n_attribute; a++) {
+            const char *an = np->attribute[a]->name;
+            if (an && strncmp(an, "cinfer_", 7) == 0) /* the optimiser's own (fused forms): never from a file */
+                return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': attribute '%s' is internal to cinfer and may "
+                                  "not appear in a model file", n->name, an);
             n->num_attrs++;
             CINFER_TRY(convert_attr(np->attribute[a], n->name, base_dir, &n->attrs[a]));
         }

@@ -286,3 +286,13 @@ def test_a_layer_norm_with_four_inputs_in_a_file_is_refused(lib):
     with pytest.raises(Exception) as e:
         Session(lib, m.SerializeToString()).run({"x": f32(2, 8)})
     assert "4 inputs given, it takes 2 or 3" in str(e.value)
+
+
+def test_internal_attributes_are_refused_in_a_model_file(lib):
+    """The fused forms' attributes belong to the optimiser: a file that carries one is refused at load."""
+    m = model([N("LayerNormalization", ["x", "scale", "bias", "x"], ["y"], axis=-1, cinfer_fused_add=1)],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], {"scale": f32(8), "bias": f32(8)})
+    with pytest.raises(Exception) as e:
+        Session(lib, m.SerializeToString())
+    assert "attribute 'cinfer_fused_add' is internal to cinfer" in str(e.value)
