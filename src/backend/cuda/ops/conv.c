@@ -3,14 +3,16 @@
  * Conv runs cuDNN's cudnnConvolutionForward and ConvTranspose its cudnnConvolutionBackwardData. Conv's algorithm
  * is the v7 heuristics' choice unless cudnnFindConvolutionForwardAlgorithmEx, timing every algorithm on the node's
  * own buffers at its first run (as PyTorch's cudnn.benchmark does), finds a clearly faster one (dnn_time_forward;
- * CINFER_CUDNN_BENCHMARK=0 skips the timing; ConvTranspose takes the heuristics');
- * the heuristics' choice fits the session workspace, a timed one up to cuda_exec_large_workspace_bound (through
- * scratch); deterministic when the session asks; float32 takes no TF32 tensor cores unless precision "tf32". cuDNN pads symmetrically: an asymmetric Conv first copies X, padded by the
- * difference, into scratch; a ConvTranspose whose pads cuDNN cannot express computes the uncropped output in
- * scratch and crops it. A Conv with a bias and the fused Relu ("cinfer_fused_relu"/"cinfer_fused_add_relu", set by
- * the graph optimiser) runs as one cudnnConvolutionBiasActivationForward, the residual as its z input; otherwise
- * bias, residual and Relu run in one pass after cuDNN. Whatever cuDNN refuses (a dtype, a shape beyond its int range) runs the direct kernels of kernels/conv.cu, as do
- * int8/uint8, which the CPU stages through float32. BatchNormalization and the pools are kernels/conv.cu's own.
+ * CINFER_CUDNN_BENCHMARK=0 skips the timing; ConvTranspose takes the heuristics'). The heuristics' choice fits the
+ * session workspace, a timed one up to cuda_exec_large_workspace_bound (through scratch); deterministic when the
+ * session asks; float32 takes no TF32 tensor cores unless precision "tf32". cuDNN pads symmetrically: an
+ * asymmetric Conv first copies X, padded by the difference, into scratch; a ConvTranspose whose pads cuDNN cannot
+ * express computes the uncropped output in scratch and crops it. A Conv with a bias and the fused Relu
+ * ("cinfer_fused_relu"/"cinfer_fused_add_relu", set by the graph optimiser) runs as one
+ * cudnnConvolutionBiasActivationForward, the residual as its z input; otherwise bias, residual and Relu run in one
+ * pass after cuDNN. Whatever cuDNN refuses (a dtype, a shape beyond its int range) runs the direct kernels of
+ * kernels/conv.cu, as do int8/uint8, which the CPU stages through float32. BatchNormalization and the pools are
+ * kernels/conv.cu's own.
  *
  * cuDNN descriptors and the chosen algorithm are cached per problem (dtype, dims, window, group, device) in a
  * process-wide table that only grows: entries are immutable once published, so any session thread may use them
@@ -463,8 +465,8 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     if (relu && bias && plan->bd && plan->act && plan->fused_state >= 0) {
         float one = 1.0f, alpha2 = res ? 1.0f : 0.0f;
         cudnnStatus_t ds = cudnnConvolutionBiasActivationForward(
-            x->dnn, &one, plan->xd, src, plan->wd, w->data, cd, (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &alpha2, plan->yd, res ? res : y->data, plan->bd, bias, plan->act, plan->yd,
-            y->data);
+            x->dnn, &one, plan->xd, src, plan->wd, w->data, cd, (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &alpha2,
+            plan->yd, res ? res : y->data, plan->bd, bias, plan->act, plan->yd, y->data);
         if (!dnn_refused(ds)) {
             plan->fused_state = 1;
             st = cuda_check_cudnn(n, "cudnnConvolutionBiasActivationForward", ds);
