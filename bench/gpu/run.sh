@@ -54,23 +54,31 @@ stage() { # name, command...
     fi
     SUMMARY+=("$(printf '%-22s rc=%-3s %5ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$(tail -n 1 "$OUT/$name.log" | cut -c1-110)")")
 }
+# TPY: the Python with PyTorch (the machine's own, else /opt/torch's), looked up once by the stages that need it
+TPY=""
+torch_python() {
+    [ -n "$TPY" ] && return
+    TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+}
+export_model() {
+    torch_python
+    [ -f "$WORK/compare-models/$1.onnx" ] || $TPY bench/gpu/models.py "$WORK/compare-models" "$1" >/dev/null 2>&1
+}
+smoke() { # the first minutes of tests
+    stage gpus "$B/bin/cinfer" gpus
+    stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
+    stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider tests/unit/test_precision.py \
+        tests/unit/test_fusion.py
+}
 for what in "${@:-tests}"; do
     case "$what" in
     tests)
-        stage gpus "$B/bin/cinfer" gpus
-        stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
+        smoke
         stage model_tests_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider tests/models
-        stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider tests/unit/test_precision.py \
-            tests/unit/test_fusion.py
         stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures
         stage diff_ops $PY tests/ops/diff_ops.py --list
         ;;
-    smoke)
-        stage gpus "$B/bin/cinfer" gpus
-        stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
-        stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider tests/unit/test_precision.py \
-            tests/unit/test_fusion.py
-        ;;
+    smoke) smoke ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"
         ;;
@@ -88,15 +96,15 @@ for what in "${@:-tests}"; do
             tests/server/test_oom.py tests/server/test_faults.py
         ;;
     compare)
-        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+        torch_python
         stage compare timeout "${COMPARE_TIMEOUT:-560}" $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" \
             --work "$WORK/compare-models" ${COMPARE_ARGS:-}
         ;;
     profile)
-        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
+        torch_python
         for spec in ${PROFILE_SPECS:-resnet50:64:fp16 bert:32:fp16}; do
             IFS=: read -r m bsz prec <<<"$spec"
-            [ -f "$WORK/compare-models/$m.onnx" ] || $TPY bench/gpu/models.py "$WORK/compare-models" "$m" >/dev/null 2>&1
+            export_model "$m"
             [ "${PROFILE_TIMING:-1}" = 1 ] && stage "timing_${m}_b${bsz}_$prec" $TPY bench/gpu/check_timing.py "$m" "$bsz" \
                 "$prec" "$WORK/compare-models"
             stage "profile_${m}_b${bsz}_$prec" "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda \
@@ -106,18 +114,18 @@ for what in "${@:-tests}"; do
         done
         ;;
     trace)
+        torch_python
         # per-kernel GPU time, cinfer (graphs off) beside PyTorch eager, from torch.profiler's CUPTI trace
-        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
         stage kernel_trace $TPY bench/gpu/kernel_trace.py "$WORK/compare-models" \
             ${PROFILE_SPECS:-resnet50:1:fp16 bert:128:fp16 dlrm:128:fp32}
         ;;
     scale)
+        torch_python
         # cinfer-server with ResNet-50 under perf_analyzer (system shared memory) on every visible GPU, then on GPU 0
         # only; the engine alone at the formed batch size (bench/gpu/server_scale.py; carry .deps/perf-analyzer.tar.xz)
-        TPY=$PY; $TPY -c "import torch, torchvision, transformers" 2>/dev/null || TPY=/opt/torch/.venv/bin/python3
         tar -C "$WORK" -xJf .deps/perf-analyzer.tar.xz
         PA_LIBS="$WORK/perf_analyzer/nvidia/cuda_runtime/lib:$WORK/perf_analyzer/lib"
-        [ -f "$WORK/compare-models/resnet50.onnx" ] || $TPY bench/gpu/models.py "$WORK/compare-models" resnet50 >/dev/null 2>&1
+        export_model resnet50
         stage server_scale env NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH="$PA_LIBS:$LD_LIBRARY_PATH" $PY bench/gpu/server_scale.py \
             --server "$B/bin/cinfer-server" --cli "$B/bin/cinfer" --perf "$WORK/perf_analyzer/bin/perf_analyzer" \
             --onnx "$WORK/compare-models/resnet50.onnx" --name resnet50 --precision fp16 --out "$OUT/scale" ${SCALE_ARGS:-}

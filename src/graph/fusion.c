@@ -431,6 +431,17 @@ oom:
 
 /* ---- Conv + residual Add (+ Relu) ---- */
 
+/* Gives node n the internal 4th input v (optional inputs before it absent) and marks it "cinfer_fused_add". */
+static cinfer_status add_fused_input(graph_node *n, int v) {
+    int *ins = realloc(n->inputs, sizeof(int) * 4);
+    if (!ins) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", n->name);
+    n->inputs = ins;
+    while (n->num_inputs < 3) n->inputs[n->num_inputs++] = -1;
+    n->inputs[3] = v;
+    n->num_inputs = 4;
+    return graph_node_add_int_attr(n, "cinfer_fused_add", 1);
+}
+
 /* Equal static shapes: every dim known and equal, except a dynamic batch dim that both name alike (the same symbol
  * is the same size; an unnamed or differently named one could be 1 on one side, where the Add would broadcast). */
 static bool same_static_shape(const graph *g, int a, int b) {
@@ -464,13 +475,7 @@ static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
                 int k = only_consumer(g, out);
                 if (k >= 0 && is_op(&g->nodes[k], "Relu")) relu = k;
             }
-            int *ins = realloc(conv->inputs, sizeof(int) * 4);
-            if (!ins) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", conv->name);
-            conv->inputs = ins;
-            while (conv->num_inputs < 3) conv->inputs[conv->num_inputs++] = -1;
-            conv->inputs[3] = r;
-            conv->num_inputs = 4;
-            CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_add", 1));
+            CINFER_TRY(add_fused_input(conv, r));
             if (relu >= 0) CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_add_relu", 1));
             conv->outputs[0] = relu >= 0 ? g->nodes[relu].outputs[0] : out;
             add->removed = true;
@@ -504,14 +509,8 @@ static cinfer_status fuse_layer_norm_residual(graph *g, bool *changed) {
         if (!is_op(add, "Add") || add->num_inputs != 2) continue;
         int a = add->inputs[0], b = add->inputs[1];
         if (a == b || !same_static_shape(g, a, b) || !same_static_shape(g, a, sum)) continue;
-        int *ins = realloc(ln->inputs, sizeof(int) * 4);
-        if (!ins) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while fusing '%s'", ln->name);
-        ln->inputs = ins;
-        while (ln->num_inputs < 3) ln->inputs[ln->num_inputs++] = -1;
         ln->inputs[0] = a;
-        ln->inputs[3] = b;
-        ln->num_inputs = 4;
-        CINFER_TRY(graph_node_add_int_attr(ln, "cinfer_fused_add", 1));
+        CINFER_TRY(add_fused_input(ln, b));
         add->removed = true;
         *changed = true;
         graph_recount_uses(g);

@@ -490,11 +490,10 @@ void batcher_scratch_free(batcher_scratch *s) {
     free(s->buf);
     free(s->cap);
     free(s->is_pinned);
-    bool pinned = s->pinned;
-    int device = s->device;
-    memset(s, 0, sizeof *s);
-    s->pinned = pinned; /* the instance's choice outlives its buffers */
-    s->device = device;
+    s->buf = NULL; /* the instance's choice (pinned, device) stays */
+    s->cap = NULL;
+    s->is_pinned = NULL;
+    s->n = 0;
 }
 
 static int scratch_reserve(batcher_scratch *s, size_t n, size_t k, size_t bytes) {

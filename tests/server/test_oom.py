@@ -77,6 +77,12 @@ def metric(text, name, **labels):
     raise AssertionError(f"no {name}{{{want}}} on the metrics page:\n{text}")
 
 
+def request_counts(text, model, version="1"):
+    """(failures with reason BACKEND, successes) of a model version on the metrics page."""
+    return (metric(text, "nv_inference_request_failure", model=model, reason="BACKEND", version=version),
+            metric(text, "nv_inference_request_success", model=model, version=version))
+
+
 def stats(server, model):
     status, body = server.json("GET", f"/v2/models/{model}/stats")
     assert status == 200, body

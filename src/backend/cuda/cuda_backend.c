@@ -96,8 +96,7 @@ void *cuda_scratch(cuda_exec *x, size_t bytes) {
     return c->scratch;
 }
 
-size_t cuda_exec_large_workspace_bound(const cuda_exec *x) {
-    const cuda_backend_ctx *c = (const cuda_backend_ctx *)x->owner;
+static size_t large_workspace_bound(const cuda_backend_ctx *c) {
     size_t limit = alloc_get_limit(c->dev->memory);
     size_t bound = (limit ? limit : c->dev->total_memory) / 8;
     return bound < CUDA_LARGE_WORKSPACE_BYTES ? bound : CUDA_LARGE_WORKSPACE_BYTES;
@@ -207,20 +206,19 @@ static cinfer_status cuda_copy_to_device(backend *b, void *dst, const void *src,
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
     CINFER_TRY(use_device(c));
-    if (host_is_pinned(src, bytes)) { /* the run waits for the stream before it returns, so src stays the caller's */
-        CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->exec.stream),
-                              "host-to-device copy"));
-        c->stats.host_to_device_copies++;
-        c->stats.host_to_device_bytes += bytes;
-        return CINFER_OK;
+    /* page-locked src is copied from directly (the run waits for the stream before it returns, so src stays the
+     * caller's until then); anything else is staged */
+    const void *from = src;
+    if (!host_is_pinned(src, bytes)) {
+        size_t need = align_staging(bytes);
+        CINFER_TRY(staging_reserve(c, &c->to_device, need));
+        char *stage = (char *)c->to_device.data + c->to_device.used;
+        memcpy(stage, src, bytes);
+        c->to_device.used += need;
+        from = stage;
     }
-    size_t need = align_staging(bytes);
-    CINFER_TRY(staging_reserve(c, &c->to_device, need));
-    char *stage = (char *)c->to_device.data + c->to_device.used;
-    memcpy(stage, src, bytes);
-    CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, c->exec.stream),
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, c->exec.stream),
                           "host-to-device copy"));
-    c->to_device.used += need;
     c->stats.host_to_device_copies++;
     c->stats.host_to_device_bytes += bytes;
     return CINFER_OK;
@@ -230,28 +228,27 @@ static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, s
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
     CINFER_TRY(use_device(c));
-    if (host_is_pinned(dst, bytes)) { /* straight into the caller's page-locked buffer; synchronize completes it */
-        CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->exec.stream),
-                              "device-to-host copy"));
-        c->stats.device_to_host_copies++;
-        c->stats.device_to_host_bytes += bytes;
-        return CINFER_OK;
+    /* straight into page-locked dst (synchronize completes it); anything else lands in staging and is moved out by
+     * flush_to_host once the stream is idle */
+    const bool staged = !host_is_pinned(dst, bytes);
+    const size_t need = align_staging(bytes);
+    if (staged) {
+        CINFER_TRY(staging_reserve(c, &c->to_host, need));
+        if (c->num_pending == c->cap_pending) {
+            size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
+            pending_copy *p = realloc(c->pending, cap * sizeof *p);
+            if (!p) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+            c->pending = p;
+            c->cap_pending = cap;
+        }
     }
-    size_t need = align_staging(bytes);
-    CINFER_TRY(staging_reserve(c, &c->to_host, need));
-    if (c->num_pending == c->cap_pending) {
-        size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
-        pending_copy *p = realloc(c->pending, cap * sizeof *p);
-        if (!p) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of host memory");
-        c->pending = p;
-        c->cap_pending = cap;
-    }
-    size_t off = c->to_host.used;
-    CINFER_TRY(cuda_check(c->dev->ordinal,
-                          cudaMemcpyAsync((char *)c->to_host.data + off, src, bytes, cudaMemcpyDeviceToHost, c->exec.stream),
+    void *to = staged ? (char *)c->to_host.data + c->to_host.used : dst;
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(to, src, bytes, cudaMemcpyDeviceToHost, c->exec.stream),
                           "device-to-host copy"));
-    c->pending[c->num_pending++] = (pending_copy){dst, off, bytes};
-    c->to_host.used += need;
+    if (staged) {
+        c->pending[c->num_pending++] = (pending_copy){dst, c->to_host.used, bytes};
+        c->to_host.used += need;
+    }
     c->stats.device_to_host_copies++;
     c->stats.device_to_host_bytes += bytes;
     return CINFER_OK;
@@ -382,6 +379,7 @@ static cinfer_status cuda_begin_run(backend *b, const char *label) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
     memset(&c->stats, 0, sizeof c->stats);
+    c->exec.large_workspace_bytes = large_workspace_bound(c); /* once per run, not per Conv: it takes a lock */
     nvtxRangePushA(label ? label : "cinfer run");
     return CINFER_OK;
 }

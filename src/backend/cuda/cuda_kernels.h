@@ -29,6 +29,9 @@ typedef struct cuda_exec {
     size_t workspace_bytes;
     bool allow_tf32;            /* precision "tf32": float32 GEMMs/convolutions may use TF32 tensor cores */
     bool deterministic;         /* only algorithms with run-to-run identical results */
+    size_t large_workspace_bytes; /* the most workspace a convolution may take beyond `workspace` through
+                                   * cuda_scratch: an eighth of the memory limit (or of the device), at most
+                                   * CUDA_LARGE_WORKSPACE_BYTES; set by each run's begin (the limit may change) */
     struct cuda_backend_ctx *owner; /* for cuda_scratch (private to cuda_backend.c) */
 } cuda_exec;
 
@@ -71,11 +74,9 @@ const cuda_kernel *cuda_find_kernel(const char *op_type);
  * node: a second call may move the first buffer. */
 void *cuda_scratch(cuda_exec *x, size_t bytes);
 
-/* The most workspace a convolution may take beyond x->workspace, through cuda_scratch: an eighth of the device
- * memory limit (or of the device), at most CUDA_LARGE_WORKSPACE_BYTES. Large batches' fastest cuDNN algorithms
- * need hundreds of MiB; a fixed per-session workspace that size would not fit tight limits. */
+/* Cap of cuda_exec.large_workspace_bytes. Large batches' fastest cuDNN algorithms need hundreds of MiB; a fixed
+ * per-session workspace that size would not fit tight limits. */
 #define CUDA_LARGE_WORKSPACE_BYTES ((size_t)1 << 30)
-size_t cuda_exec_large_workspace_bound(const cuda_exec *x);
 
 /* Device memory borrowed from the device's cache for the length of a synchronising call (cuDNN's algorithm
  * timing), given back at once; NULL when it cannot be had. Not while capturing. */

@@ -59,15 +59,7 @@ static cinfer_status check_rank(const graph_node *n, int rank) {
 /* Output sizes come from values (Expand's shape, Tile's repeats, pads...): refuse ones whose byte count
  * overflows, so no later product wraps around to a small allocation. */
 static cinfer_status check_size(const graph_node *n, const tensor *t) {
-    const int64_t limit = INT64_MAX / 16;
-    int64_t total = (int64_t)(cinfer_dtype_size(t->dtype) ? cinfer_dtype_size(t->dtype) : 1);
-    bool empty = false;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->dims[d] == 0) empty = true;
-        else if (t->dims[d] > 0 && total <= limit / t->dims[d]) total *= t->dims[d];
-        else total = limit + 1;
-    }
-    if (!empty && total > limit) {
+    if (!tensor_size_fits(t)) {
         char sa[200];
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': output shape %s is too large", n->op_type, n->name,
                           tensor_shape_str(t, sa, sizeof sa));

@@ -7,6 +7,7 @@
 // that every thread sees identically. y may alias x: each element is read and written by one thread, and
 // the statistics passes end behind a barrier.
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/reduce.h"
 #include "backend/cuda/kernels/reduce_device.cuh"
 
@@ -127,13 +128,9 @@ __global__ void group_norm_kernel(const T *x, T *y, int64_t rows, int64_t segs, 
     }
 }
 
-// y = x + r (the fused residual of rows too long for the warp kernel), rounded to T; y may be x.
-template <typename T> __global__ void add_residual_kernel(const T *x, const T *r, T *y, int64_t n) {
-    CUDA_GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]) + load(r[i]));
-}
-
 template <typename T>
-cudaError_t run_layer_norm(const void *x, const void *res, cinfer_dtype y_dtype, void *y, int64_t rows, int64_t cols,
+cudaError_t run_layer_norm(cinfer_dtype dt, const void *x, const void *res, cinfer_dtype y_dtype, void *y, int64_t rows,
+                           int64_t cols,
                            cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms, cuda_norm_stat mean,
                            cuda_norm_stat inv, cudaStream_t stream) {
     if (red::with_warp_row_values(cols, [&](auto kc) {
@@ -141,9 +138,14 @@ cudaError_t run_layer_norm(const void *x, const void *res, cinfer_dtype y_dtype,
                 (const T *)x, (const T *)res, y, y_dtype, rows, (int)cols, scale, bias, eps, rms, mean, inv);
         }))
         return cudaGetLastError();
-    if (res) { /* the sum into y, then y normalised in place */
-        add_residual_kernel<T><<<grid_for(rows * cols), kBlock, 0, stream>>>((const T *)x, (const T *)res, (T *)y,
-                                                                            rows * cols);
+    if (res) { /* rows too long for registers: the elementwise Add into y first, then y normalised in place */
+        cuda_broadcast same;
+        memset(&same, 0, sizeof same);
+        same.ndim = 1;
+        same.dims[0] = rows * cols;
+        for (int k = 0; k < 3; k++) same.stride[k][0] = 1, same.full[k] = true;
+        cudaError_t err = cuda_ew_binary(CUDA_EW_ADD, dt, x, res, y, &same, rows * cols, stream);
+        if (err != cudaSuccess) return err;
         x = y;
     }
     layer_norm_kernel<T><<<red::blocks_for(rows), red::row_threads(cols), 0, stream>>>(
@@ -171,7 +173,7 @@ extern "C" cudaError_t cuda_reduce_layer_norm(cinfer_dtype dt, const void *x, co
                                               cuda_norm_stat mean, cuda_norm_stat inv_std, cudaStream_t stream) {
     if (residual && y_dtype != dt) return cudaErrorInvalidValue;
     CUDA_DISPATCH_FLOATS(dt, T,
-                         return run_layer_norm<T>(x, residual, y_dtype, y, rows, cols, scale, bias, eps, rms, mean,
+                         return run_layer_norm<T>(dt, x, residual, y_dtype, y, rows, cols, scale, bias, eps, rms, mean,
                                                   inv_std, stream),
                          return cudaErrorInvalidValue)
     return cudaErrorInvalidValue;

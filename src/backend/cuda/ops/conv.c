@@ -4,7 +4,7 @@
  * is the v7 heuristics' choice unless cudnnFindConvolutionForwardAlgorithmEx, timing every algorithm on the node's
  * own buffers at its first run (as PyTorch's cudnn.benchmark does), finds a clearly faster one (dnn_time_forward;
  * CINFER_CUDNN_BENCHMARK=0 skips the timing; ConvTranspose takes the heuristics'). The heuristics' choice fits the
- * session workspace, a timed one up to cuda_exec_large_workspace_bound (through scratch); deterministic when the
+ * session workspace, a timed one up to x->large_workspace_bytes (through scratch); deterministic when the
  * session asks; float32 takes no TF32 tensor cores unless precision "tf32". cuDNN pads symmetrically: an
  * asymmetric Conv first copies X, padded by the difference, into scratch; a ConvTranspose whose pads cuDNN cannot
  * express computes the uncropped output in scratch and crops it. A Conv with a bias and the fused Relu
@@ -69,8 +69,6 @@ typedef struct dnn_plan {
     cudnnConvolutionDescriptor_t cd;
     int algo; /* cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t */
     size_t ws_bytes;
-    size_t ws_limit; /* while building: the most workspace the algorithm may take */
-    bool timed; /* the algorithm is the fastest cudnnFind measured (else the heuristics' choice) */
     /* a timed algorithm whose workspace passes the session's: the heuristics' choice within it, on its own
      * descriptor (its math type may differ), for a session that cannot get the larger workspace */
     cudnnConvolutionDescriptor_t cd_small;
@@ -148,8 +146,8 @@ static bool dnn_conv_descriptor(const dnn_key *k, cudnnConvolutionDescriptor_t *
     return true;
 }
 
-/* Sets the plan's math type and algorithm to perf's when its real workspace fits. */
-static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t math) {
+/* Sets the plan's math type and algorithm to perf's when its real workspace fits in `limit` bytes. */
+static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t math, size_t limit) {
     cinfer_dtype t = (cinfer_dtype)p->key.dtype;
     if ((t != CINFER_DTYPE_FLOAT || p->key.tf32) && cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS)
         return false;
@@ -160,7 +158,7 @@ static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t ma
                                                            (cudnnConvolutionBwdDataAlgo_t)algo, &ws)
             : cudnnGetConvolutionForwardWorkspaceSize(x->dnn, p->xd, p->wd, p->cd, p->yd,
                                                       (cudnnConvolutionFwdAlgo_t)algo, &ws);
-    if (st != CUDNN_STATUS_SUCCESS || ws > p->ws_limit) return false;
+    if (st != CUDNN_STATUS_SUCCESS || ws > limit) return false;
     p->algo = algo;
     p->ws_bytes = ws;
     return true;
@@ -231,10 +229,8 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
     }
     if (!best) return false;
     if (heuristic && heuristic->time <= best->time * 1.25f + 0.02f) return true;
-    if (p->ws_limit < ws_bytes) p->ws_limit = ws_bytes;
-    if (!dnn_try_algo(x, p, (int)best->algo, best->mathType))
-        return have_heuristic && dnn_try_algo(x, p, h_algo, h_math); /* puts the heuristic's math type back */
-    p->timed = true;
+    if (!dnn_try_algo(x, p, (int)best->algo, best->mathType, ws_bytes))
+        return have_heuristic && dnn_try_algo(x, p, h_algo, h_math, ws_bytes); /* puts the heuristic's math type back */
     if (have_heuristic && p->ws_bytes > x->workspace_bytes && dnn_conv_descriptor(k, &p->cd_small)) {
         if ((k->dtype != CINFER_DTYPE_FLOAT || k->tf32) &&
             cudnnSetConvolutionMathType(p->cd_small, h_math) != CUDNN_STATUS_SUCCESS) {
@@ -254,7 +250,8 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
     const dnn_key *k = &p->key;
     cinfer_dtype t = (cinfer_dtype)k->dtype;
     cudnnDataType_t type;
-    p->ws_limit = k->workspace < x->workspace_bytes ? k->workspace : x->workspace_bytes;
+    /* the heuristics' choice fits the session workspace; timing may take more (dnn_time_forward) */
+    const size_t limit = k->workspace < x->workspace_bytes ? k->workspace : x->workspace_bytes;
     if (!dnn_dtype(t, &type)) return false;
     if (cudnnCreateTensorDescriptor(&p->xd) != CUDNN_STATUS_SUCCESS ||
         cudnnCreateTensorDescriptor(&p->yd) != CUDNN_STATUS_SUCCESS ||
@@ -284,10 +281,10 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < returned; i++) {
                 const cudnnConvolutionBwdDataAlgoPerf_t *r = &perf[i];
-                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > p->ws_limit || !math_allowed(k, r->mathType) ||
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > limit || !math_allowed(k, r->mathType) ||
                     ((pass == 0 || k->deterministic) && r->determinism != CUDNN_DETERMINISTIC))
                     continue;
-                if (dnn_try_algo(x, p, (int)r->algo, r->mathType)) return true;
+                if (dnn_try_algo(x, p, (int)r->algo, r->mathType, limit)) return true;
             }
     } else {
         if (t != CINFER_DTYPE_DOUBLE) dnn_fused_descriptors(p, type);
@@ -299,10 +296,10 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
         for (int pass = 0; pass < 2 && !picked; pass++)
             for (int i = 0; i < returned && !picked; i++) {
                 const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
-                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > p->ws_limit || !math_allowed(k, r->mathType) ||
+                if (r->status != CUDNN_STATUS_SUCCESS || r->memory > limit || !math_allowed(k, r->mathType) ||
                     ((pass == 0 || k->deterministic) && r->determinism != CUDNN_DETERMINISTIC))
                     continue;
-                picked = dnn_try_algo(x, p, (int)r->algo, r->mathType);
+                picked = dnn_try_algo(x, p, (int)r->algo, r->mathType, limit);
             }
         if (io && timing_wanted() && dnn_time_forward(x, p, io, picked)) return true;
         return picked;
@@ -417,9 +414,9 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     key.deterministic = x->deterministic;
     key.nbdims = nsp == 3 ? 5 : 4;
     key.group = (int)group;
-    /* a large workspace where the memory allows (see cuda_exec_large_workspace_bound), except when the padded copy
+    /* a large workspace where the memory allows (x->large_workspace_bytes), except when the padded copy
      * of X already holds the scratch buffer */
-    size_t large = pad_copy ? 0 : cuda_exec_large_workspace_bound(x);
+    size_t large = pad_copy ? 0 : x->large_workspace_bytes;
     key.workspace = large > x->workspace_bytes ? large : x->workspace_bytes;
     if (group > INT32_MAX || !dnn_dims(key.x, key.nbdims, batch, c, padded) ||
         !dnn_dims(key.w, key.nbdims, m, c / group, g->k) || !dnn_dims(key.y, key.nbdims, batch, m, g->out))
