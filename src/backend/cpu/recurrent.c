@@ -215,6 +215,18 @@ static void RNN_FN(clip)(const rnn_params *p, RNN_T *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = x[i] < -c ? -c : x[i] > c ? c : x[i];
 }
 
+/* C[M, N] (row stride ldc) = A[M, K] B[N, K]^T, the one product the recurrences take. K == 0 gives zeros and an
+ * empty C nothing, without BLAS: a leading dimension of 0 is outside its contract (OpenBLAS read through NULL
+ * there), and empty operands may have no buffer. */
+static void RNN_FN(gemm_abt)(int64_t M, int64_t N, int64_t K, const RNN_T *A, const RNN_T *B, RNN_T *C, int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(RNN_T));
+        return;
+    }
+    RNN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1, A, (int)K, B, (int)K, 0, C, (int)ldc);
+}
+
 /* Work regions (elements): xw [seq*batch, G*H] input projections of all steps, hr [batch, G*H] recurrent
  * products then gates, h and c [batch, H] states, tmp and tmp2 [batch, H], bias [G*H]. */
 static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work) {
@@ -230,7 +242,8 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
     for (int64_t d = 0; d < ND; d++) {
         const bool rev = p->reverse || d == 1;
         const recurrent_act *act = p->act[d];
-        const RNN_T *Wd = W + d * GH * IN, *Rd = R + d * GH * H, *bd = Bv ? Bv + d * 2 * GH : NULL;
+        /* W or R hold no elements (and no buffer) when a size is 0: no offset from NULL */
+        const RNN_T *Wd = W ? W + d * GH * IN : NULL, *Rd = R ? R + d * GH * H : NULL, *bd = Bv ? Bv + d * 2 * GH : NULL;
         const RNN_T *pd = P ? P + d * 3 * H : NULL;
         /* Wb + Rb folded into one bias, except GRU's Rbh under linear_before_reset (it is scaled by r) */
         for (int64_t j = 0; j < GH; j++) bias[j] = bd ? bd[j] + bd[GH + j] : 0;
@@ -239,8 +252,7 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
             for (int64_t j = 2 * H; j < GH; j++) bias[j] = bd[j];
 
         /* X rows are (t, b) for layout 0 and (b, t) for layout 1: one GEMM either way */
-        RNN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(S * B), (int)GH, (int)IN, 1, X, (int)IN, Wd, (int)IN, 0,
-                 xw, (int)GH);
+        RNN_FN(gemm_abt)(S * B, GH, IN, X, Wd, xw, GH);
         for (int64_t b = 0; b < B; b++) {
             int64_t off = p->layout ? (b * ND + d) * H : (d * B + b) * H;
             if (H0) memcpy(h + b * H, H0 + off, (size_t)H * sizeof(RNN_T));
@@ -251,8 +263,7 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
 
         for (int64_t s = 0; s < S; s++) {
             const int64_t nr = gru_split ? 2 * H : GH;
-            RNN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)nr, (int)H, 1, h, (int)H, Rd, (int)H, 0, hr,
-                     (int)GH);
+            RNN_FN(gemm_abt)(B, nr, H, h, Rd, hr, GH);
 #pragma omp parallel for num_threads(cpu_num_threads()) if (B * GH > 16384)
             for (int64_t b = 0; b < B; b++) {
                 const int64_t len = io->lens ? io->lens[b] : S;
@@ -308,8 +319,7 @@ static void RNN_FN(rnn_run)(const rnn_params *p, const rnn_data *io, RNN_T *work
             }
             if (gru_split) {
                 /* inactive rows of tmp hold stale values; their products are never read */
-                RNN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)H, (int)H, 1, tmp, (int)H,
-                         Rd + 2 * H * H, (int)H, 0, tmp2, (int)H);
+                RNN_FN(gemm_abt)(B, H, H, tmp, Rd ? Rd + 2 * H * H : NULL, tmp2, H);
 #pragma omp parallel for num_threads(cpu_num_threads()) if (B * GH > 16384)
                 for (int64_t b = 0; b < B; b++) {
                     const int64_t len = io->lens ? io->lens[b] : S;

@@ -156,6 +156,8 @@ static cinfer_status infer_rnn_common(const graph_node *n, const tensor *in, int
     char txt[96];
     snprintf(txt, sizeof txt, "[num_directions, %d*hidden_size, input_size]", gates);
     d3[0] = nd, d3[1] = gates * hs, d3[2] = isz;
+    if (!present(in, num_in, 1)) /* required; expect_shape passes over absent optional inputs */
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': W is missing, expected %s", n->op_type, n->name, txt);
     CINFER_TRY(expect_shape(n, in, num_in, 1, "W", 3, d3, txt));
     snprintf(txt, sizeof txt, "[num_directions, %d*hidden_size, hidden_size]", gates);
     d3[2] = hs;
