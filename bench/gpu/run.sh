@@ -8,7 +8,8 @@
 #   models    ResNet-50 and BERT-base exported here, cinfer on CUDA vs onnxruntime (bench/gpu/check_models.py)
 #   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
 #             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
-#   sanitize  the differential op tests under compute-sanitizer memcheck (FILTER env narrows the cases)
+#   sanitize  the CUDA pytest suite, the precision/fusion unit tests and the model tests on cuda under compute-sanitizer
+#             memcheck; SANITIZE_OPS=1 adds the differential op tests (FILTER env narrows their cases)
 #   compare   cinfer vs PyTorch eager and CUDA Graphs side by side (bench/gpu/compare_pytorch.py; models exported
 #             here): by default ResNet-50 b1,8,64,256, BERT-base b1,8,32,128, DLRM-style b1,128,2048 and the 2048^2
 #             image b1 (+ stream vs copy loop), fp32 and fp16, device-resident and pinned rows, ResNet-50 load time,
@@ -131,8 +132,17 @@ for what in "${@:-tests}"; do
             --onnx "$WORK/compare-models/resnet50.onnx" --name resnet50 --precision fp16 --out "$OUT/scale" ${SCALE_ARGS:-}
         ;;
     sanitize)
-        stage diff_ops_memcheck timeout "${SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
-            $PY tests/ops/diff_ops.py --list ${FILTER:+--filter "$FILTER"}
+        # the GPU suite under compute-sanitizer memcheck (child processes tracked too): the CUDA pytest suite, the
+        # precision/fusion unit tests and the model tests on cuda, then the differential op tests; each stage fails on
+        # the first reported error (exit 9). SANITIZE_TIMEOUT bounds each stage (the call itself has 600 s)
+        CS="timeout ${SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 --print-limit 20"
+        # (not the sticky-error test: it writes out of bounds on purpose, which memcheck reports and turns into a
+        # different launch error than the test expects)
+        stage cuda_pytest_memcheck $CS $PY -m pytest -q -rs -p no:cacheprovider tests/cuda -k "not sticky_error"
+        stage unit_cuda_memcheck env CINFER_TEST_DEVICE=cuda $CS $PY -m pytest -q -rs -p no:cacheprovider \
+            tests/unit/test_precision.py tests/unit/test_fusion.py
+        stage model_tests_cuda_memcheck env CINFER_TEST_DEVICE=cuda $CS $PY -m pytest -q -p no:cacheprovider tests/models
+        [ -n "${SANITIZE_OPS:-}" ] && stage diff_ops_memcheck $CS $PY tests/ops/diff_ops.py --list ${FILTER:+--filter "$FILTER"}
         ;;
     *) echo "unknown stage $what"; exit 2 ;;
     esac

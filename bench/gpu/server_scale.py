@@ -49,6 +49,14 @@ def write_repo(repo, onnx_path, name, kind, precision, max_batch, preferred, del
             out.append(f'{key} {{ name: "{v.name}" data_type: {ONNX_TO_TRITON[t.elem_type]} dims: {dims} }}')
         return "\n".join(out)
 
+    # Triton's model_warmup, one per batch-size bucket a GPU instance may run (bucket_sizes): every lane plans,
+    # times its convolutions and captures its graphs at load, not inside the first measurement windows
+    warm = []
+    for b in bucket_sizes(max_batch, preferred) if kind == "gpu" else []:
+        ins = " ".join(f'inputs {{ key: "{v.name}" value: {{ data_type: {ONNX_TO_TRITON[v.type.tensor_type.elem_type]} '
+                       f'dims: {[d.dim_value for d in v.type.tensor_type.shape.dim][1:]} random_data: true }} }}'
+                       for v in m.graph.input if v.name not in inits)
+        warm.append(f'model_warmup {{ name: "b{b}" batch_size: {b} {ins} }}')
     (repo / name / "1").mkdir(parents=True)
     os.symlink(os.path.abspath(onnx_path), repo / name / "1" / "model.onnx")
     cfg = f"""name: "{name}"
@@ -59,6 +67,7 @@ max_batch_size: {max_batch}
 instance_group [{{ kind: {"KIND_GPU" if kind == "gpu" else "KIND_CPU"} }}]
 dynamic_batching {{ preferred_batch_size: {preferred} max_queue_delay_microseconds: {delay_us} }}
 parameters {{ key: "cinfer_precision" value: {{ string_value: "{precision}" }} }}
+{chr(10).join(warm)}
 """
     (repo / name / "config.pbtxt").write_text(cfg)
     return cfg
@@ -96,7 +105,9 @@ def stats(base, name):
     inst = {i["name"]: (i.get("device"), i.get("execution_count", 0), i.get("inference_count", 0))
             for i in s.get("instance_stats", [])}
     batches = {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in s.get("batch_stats", [])}
-    return s["inference_count"], s["execution_count"], inst, batches
+    phases = {k: (int(s["inference_stats"][k]["count"]), int(s["inference_stats"][k]["ns"]))
+              for k in ("queue", "compute_input", "compute_infer", "compute_output")}
+    return s["inference_count"], s["execution_count"], inst, batches, phases
 
 
 def diff(after, before):
@@ -105,7 +116,9 @@ def diff(after, before):
     inst = {k: (v[0], v[1] - before[2].get(k, (None, 0, 0))[1], v[2] - before[2].get(k, (None, 0, 0))[2])
             for k, v in after[2].items()}
     batches = {b: c - before[3].get(b, 0) for b, c in after[3].items() if c - before[3].get(b, 0)}
-    return n, ex, inst, batches
+    # per request, the mean of each phase (compute_* are its batch's: gather, session run, scatter), in ms
+    phases = {k: (after[4][k][1] - before[4][k][1]) / max(1, after[4][k][0] - before[4][k][0]) / 1e6 for k in after[4]}
+    return n, ex, inst, batches, phases
 
 
 def run_placement(args, label, visible, work):
@@ -145,14 +158,18 @@ def run_placement(args, label, visible, work):
             sampler.stop_event.set()
             sampler.join()
             after, cpu1 = stats(base, args.name), cpu_seconds(server.pid)
-            if r.returncode != 0:
-                sys.exit(f"{label} c{c}: perf_analyzer failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+            if r.returncode != 0:  # reported in the table; the other levels still run
+                print(f"{label} c{c}: perf_analyzer failed ({r.returncode}):\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}",
+                      file=sys.stderr, flush=True)
+                rows.append({"placement": label, "visible": visible, "concurrency": c, "failed": r.returncode,
+                             "gpu_util": sampler.means(), "instances": {}, "batches": {}})
+                continue
             row = list(csv.DictReader(io.StringIO(csv_path.read_text())))[0]
-            n, ex, inst, batches = diff(after, before)
+            n, ex, inst, batches, phases = diff(after, before)
             rows.append({"placement": label, "visible": visible, "concurrency": c,
                          "throughput": float(row["Inferences/Second"]), "p50_us": int(row["p50 latency"]),
                          "p99_us": int(row["p99 latency"]), "inferences": n, "executions": ex,
-                         "mean_batch": n / ex if ex else 0, "batches": batches, "instances": inst,
+                         "mean_batch": n / ex if ex else 0, "batches": batches, "instances": inst, "phases_ms": phases,
                          "gpu_util": sampler.means(), "server_cpu_us_per_inf": (cpu1 - cpu0) / max(1, n) * 1e6})
             print(f"  {label} c{c}: {rows[-1]['throughput']:.0f} infer/s, mean batch {rows[-1]['mean_batch']:.1f}, "
                   f"GPU util {rows[-1]['gpu_util']}", file=sys.stderr, flush=True)
@@ -166,18 +183,23 @@ def run_placement(args, label, visible, work):
     return rows
 
 
-def bucket_of(args, rows):
-    """The batch a GPU instance really runs for `rows` requests: the smallest of the default buckets (powers of two,
-    the preferred sizes, max_batch_size; docs/server.md cinfer_batch_buckets) that holds them. CPU instances do not
-    pad."""
-    if args.kind == "cpu":
-        return rows
-    sizes = {args.max_batch} | {int(v) for v in args.preferred.strip("[]").split(",") if v.strip()}
+def bucket_sizes(max_batch, preferred):
+    """A GPU instance's default batch-size buckets (docs/server.md cinfer_batch_buckets): powers of two, the
+    preferred sizes and max_batch_size."""
+    sizes = {max_batch} | {int(v) for v in preferred.strip("[]").split(",") if v.strip()}
     b = 1
-    while b < args.max_batch:
+    while b < max_batch:
         sizes.add(b)
         b *= 2
-    return min(s for s in sizes if s >= rows)
+    return sorted(sizes)
+
+
+def bucket_of(args, rows):
+    """The batch a GPU instance really runs for `rows` requests: the smallest bucket that holds them. CPU instances
+    do not pad."""
+    if args.kind == "cpu":
+        return rows
+    return min(s for s in bucket_sizes(args.max_batch, args.preferred) if s >= rows)
 
 
 def engine_offline(args, batch, visible):
@@ -208,10 +230,12 @@ def main():
                     help="comma list: all (every visible GPU) or a CUDA_VISIBLE_DEVICES value for a restricted run")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 128, 256])
     ap.add_argument("--max-batch", type=int, default=256)
-    ap.add_argument("--preferred", default="[64, 128, 256]")
+    ap.add_argument("--preferred", default="[32, 64, 128]",
+                    help="preferred_batch_size: small enough that a GPU's two lanes (docs/server.md) each get a batch "
+                         "at concurrency 64")
     ap.add_argument("--delay-us", type=int, default=2000)
-    ap.add_argument("--requests", type=int, default=4000)
-    ap.add_argument("--trials", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=8000)
+    ap.add_argument("--trials", type=int, default=6)
     ap.add_argument("--stability", type=int, default=25)
     ap.add_argument("--http-threads", type=int, default=8)
     ap.add_argument("--level-timeout", type=int, default=240)
@@ -224,7 +248,10 @@ def main():
         rows += run_placement(args, p, None if p == "all" else p, work)
     # the engine alone at the batch size the batcher formed most often, on the placement it can be compared with:
     # the restricted one (one GPU) when there is one, at its lowest concurrency
-    first = next((r for r in rows if r["visible"] is not None), rows[0])
+    ok = [r for r in rows if not r.get("failed")]
+    if not ok:
+        sys.exit("every perf_analyzer run failed (above)")
+    first = next((r for r in ok if r["visible"] is not None), ok[0])
     formed = max(first["batches"].items(), key=lambda kv: kv[1])[0] if first["batches"] else 1
     formed = bucket_of(args, formed)  # batch_stats count request rows; the instance ran its bucket
     offline, detail = engine_offline(args, formed, None if first["visible"] is None else first["visible"])
@@ -234,21 +261,27 @@ def main():
     print(f"model {args.onnx.name} ({args.precision}), {args.kind} instances, system shared memory, "
           f"max_batch_size {args.max_batch}, preferred {args.preferred}, delay {args.delay_us} us\n")
     print("| placement | concurrency | infer/s | p50 ms | p99 ms | mean batch | GPU utilisation % (per GPU) | "
-          "executions per instance | server CPU us / inference |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "executions per instance | queue / gather / run / scatter ms | server CPU us / inference |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if r.get("failed"):
+            print(f"| {r['placement']} | {r['concurrency']} | perf_analyzer failed ({r['failed']}) | | | | "
+                  f"{', '.join(f'{v:.0f}' for _, v in sorted(r['gpu_util'].items())) or '—'} | | | |")
+            continue
         util = ", ".join(f"{v:.0f}" for _, v in sorted(r["gpu_util"].items())) or "—"
         inst = ", ".join(f"{d}: {e}" for _, (d, e, _) in sorted(r["instances"].items()))
         print(f"| {r['placement']} | {r['concurrency']} | {r['throughput']:,.0f} | {r['p50_us'] / 1e3:.2f} | "
-              f"{r['p99_us'] / 1e3:.2f} | {r['mean_batch']:.1f} | {util} | {inst} | {r['server_cpu_us_per_inf']:.1f} |")
+              f"{r['p99_us'] / 1e3:.2f} | {r['mean_batch']:.1f} | {util} | {inst} | "
+              f"{' / '.join('%.2f' % r['phases_ms'][k] for k in ('queue', 'compute_input', 'compute_infer', 'compute_output'))} | "
+              f"{r['server_cpu_us_per_inf']:.1f} |")
     placements = args.placements.split(",")
     if len(placements) > 1:
-        best = {p: max(r["throughput"] for r in rows if r["placement"] == p) for p in placements}
+        best = {p: max([r["throughput"] for r in ok if r["placement"] == p] or [0]) for p in placements}
         print(f"\nscaling: best {placements[0]} {best[placements[0]]:,.0f} infer/s vs best {placements[1]} "
               f"{best[placements[1]]:,.0f} infer/s = {best[placements[0]] / max(1e-9, best[placements[1]]):.2f}x")
     if offline:
         c0 = first["throughput"]
-        print(f"\nengine offline (`cinfer bench`, host api) at the batch the instance ran ({formed}): {offline:,.0f} items/s; server at "
+        print(f"\nengine offline (`cinfer bench`, host api, page-locked inputs) at the batch the instance ran ({formed}): {offline:,.0f} items/s; server at "
               f"concurrency {first['concurrency']} ({first['placement']}): {c0:,.0f} infer/s = {c0 / offline:.0%}")
     else:
         print(f"\nengine offline at batch {formed}: failed: {detail}")

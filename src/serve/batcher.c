@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy_pool.h"
+
 /* ---- policy ---- */
 
 static int cmp_i64(const void *a, const void *b) {
@@ -397,19 +399,19 @@ static int is_preferred(const batcher_policy *p, int64_t n) {
 
 typedef struct group {
     model_request *first;
-    int64_t total, best_total;
-    size_t count, best_count;
+    int64_t total, best_total, fit_total;
+    size_t count, best_count, fit_count; /* fit: the longest prefix whose total is a bucket size */
     int closed; /* cannot grow: cap reached, or the next request of this shape does not fit */
 } group;
 
 static int64_t req_batch(const model_request *r) { return r->batch_size > 0 ? r->batch_size : 1; }
 
 batcher_decision batcher_form(const batcher_policy *p, model_queue *q, uint64_t now, batcher_batch *b, uint64_t *wake_ns) {
-    return batcher_form_capped(p, q, now, 0, b, wake_ns);
+    return batcher_form_capped(p, q, now, 0, 0, b, wake_ns);
 }
 
-batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, uint64_t now, int64_t cap, batcher_batch *b,
-                                     uint64_t *wake_ns) {
+batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, uint64_t now, int64_t cap, int gpu,
+                                     batcher_batch *b, uint64_t *wake_ns) {
     int64_t max_batch = cap > 0 && cap < p->max_batch ? cap : p->max_batch;
     b->n = 0;
     b->total = 0;
@@ -445,6 +447,10 @@ batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, ui
                 G->best_total = G->total;
                 G->best_count = G->count;
             }
+            if (batcher_bucket(p, G->total, gpu, cap) == G->total) {
+                G->fit_total = G->total;
+                G->fit_count = G->count;
+            }
             if (G->total >= max_batch) G->closed = 1;
         }
         if (k == 0 && G->closed) break; /* the first group is ready: nothing behind it changes that */
@@ -456,6 +462,10 @@ batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, ui
         size_t take = 0;
         if (G->best_count && !delay_over) take = G->best_count; /* the largest preferred size it can form */
         else if (G->closed || delay_over) take = G->count;      /* the largest batch possible, or the delay ran out */
+        if (take == G->count && G->fit_count < G->count && G->fit_total >= BATCHER_SPLIT_MIN) {
+            int64_t bucket = batcher_bucket(p, G->total, gpu, cap); /* what this batch would run as */
+            if (4 * (bucket - G->total) > bucket) take = G->fit_count; /* the rest waits for the next free lane */
+        }
         if (!take) {
             if (!*wake_ns || due < *wake_ns) *wake_ns = due;
             continue;
@@ -490,9 +500,12 @@ void batcher_scratch_free(batcher_scratch *s) {
     free(s->buf);
     free(s->cap);
     free(s->is_pinned);
-    s->buf = NULL; /* the instance's choice (pinned, device) stays */
+    free(s->jobs);
+    s->buf = NULL; /* the instance's choice (pinned, device, pool) stays */
     s->cap = NULL;
     s->is_pinned = NULL;
+    s->jobs = NULL;
+    s->jobs_cap = 0;
     s->n = 0;
 }
 
@@ -566,6 +579,13 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
         for (size_t k = 0; k < p->num_inputs; k++) in[k] = b->reqs[0]->inputs[k];
         return 0;
     }
+    size_t num_jobs = 0;
+    if (s->jobs_cap < b->n * p->num_inputs) {
+        copy_job *nj = realloc(s->jobs, b->n * p->num_inputs * sizeof *nj);
+        if (!nj) return serve_fail(e, SERVE_INTERNAL, "out of memory gathering a batch of %" PRId64, rows);
+        s->jobs = nj;
+        s->jobs_cap = b->n * p->num_inputs;
+    }
     for (size_t k = 0; k < p->num_inputs; k++) {
         const cinfer_tensor *t0 = &b->reqs[0]->inputs[k];
         cinfer_tensor *o = &in[k];
@@ -586,13 +606,18 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
             const cinfer_tensor *t = &b->reqs[i]->inputs[k];
             int same = 1;
             for (int d = 1; d < t->ndim && same; d++) same = t->dims[d] == o->dims[d];
-            if (same) memcpy(dst, t->data, (size_t)t->dims[0] * row);
+            if (same) s->jobs[num_jobs++] = (copy_job){dst, t->data, (size_t)t->dims[0] * row};
             else copy_padded(dst, o->dims, t, esz, &p->pad[k]);
             dst += (size_t)t->dims[0] * row;
         }
-        /* bucket rows: copies of the first row (real data, so no model sees values it was never meant to get) */
-        for (int64_t r = b->total; r < rows; r++, dst += row) memcpy(dst, s->buf[k], row);
         o->data = s->buf[k];
+    }
+    copy_pool_run(s->pool, s->jobs, num_jobs);
+    for (size_t k = 0; k < p->num_inputs && rows > b->total; k++) {
+        /* bucket rows: copies of the first row (real data, so no model sees values it was never meant to get) */
+        size_t row = numel_from(in[k].dims, 1, in[k].ndim) * cinfer_dtype_size(in[k].dtype);
+        unsigned char *dst = (unsigned char *)s->buf[k] + (size_t)b->total * row;
+        for (int64_t r = b->total; r < rows; r++, dst += row) memcpy(dst, s->buf[k], row);
     }
     return 0;
 }

@@ -96,11 +96,16 @@ typedef enum batcher_decision { BATCHER_EMPTY, BATCHER_WAIT, BATCHER_READY } bat
  * from the queue. WAIT: nothing is ready; look again at *wake_ns or when a request arrives. EMPTY: the queue has
  * nothing to run. In every case b->expired lists the requests removed because their deadline passed. */
 batcher_decision batcher_form(const batcher_policy *p, model_queue *q, uint64_t now, batcher_batch *b, uint64_t *wake_ns);
-/* batcher_form with a lower cap for one instance (cap > 0 and below p->max_batch; else the policy's max): the batch
- * holds at most `cap` inferences, except that a single request larger than it is still sent alone. Used after an
- * out-of-memory error lowered that instance's batch cap (model_version.c). */
-batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, uint64_t now, int64_t cap, batcher_batch *b,
-                                     uint64_t *wake_ns);
+/* batcher_form for one instance: `cap` > 0 and below p->max_batch lowers its batch to at most `cap` inferences
+ * (except that a single request larger than it is still sent alone; set after an out-of-memory error lowered that
+ * instance's batch cap, model_version.c); `gpu` says whether it pads to the buckets (batcher_bucket). A padding
+ * instance does not pad over queued work: when the batch it would take (delay over, or full) is short of its
+ * bucket by more than a quarter of the bucket and a prefix of at least BATCHER_SPLIT_MIN inferences fills a bucket
+ * exactly, it takes that prefix and leaves the rest queued for the next free lane (72 queued: 64 now and 8 next,
+ * not 128 rows of which 56 are padding). Smaller batches pad: their run time is mostly fixed cost. */
+#define BATCHER_SPLIT_MIN 16
+batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, uint64_t now, int64_t cap, int gpu,
+                                     batcher_batch *b, uint64_t *wake_ns);
 
 /* 1 when a and b may run in one batch (same non-batch dims except padded ones). */
 int batcher_compatible(const batcher_policy *p, const model_request *a, const model_request *b);
@@ -115,13 +120,16 @@ typedef struct batcher_scratch {
     size_t n;
     bool pinned;
     int device;
+    struct copy_pool *pool; /* helpers splitting the gather's copies (copy_pool.h; owned by the lane), or NULL */
+    struct copy_job *jobs;  /* the gather's copies, reused */
+    size_t jobs_cap;
 } batcher_scratch;
 
 void batcher_scratch_free(batcher_scratch *s);
 
 /* Fills `in` (num_inputs tensors) with the batch's inputs. One request: its own tensors (no copy). Several:
- * concatenated along dim 0 into scratch buffers, padded dims filled up to the batch's longest with the pad value.
- * Errors (out of memory) are 500. */
+ * concatenated along dim 0 into scratch buffers (the plain copies split over s->pool's helpers), padded dims filled
+ * up to the batch's longest with the pad value. Errors (out of memory) are 500. */
 int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scratch *s, cinfer_tensor *in, serve_error *e);
 
 /* Hands the execution's outputs (`outs`, num_outputs tensors in a calloc'ed array) to the batch's requests and

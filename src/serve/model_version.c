@@ -1,5 +1,5 @@
-/* A loaded model version: load + config completion, instances (one session and one worker thread each, placed
- * from instance_group), warm-up, the worker loop (take a batch from the scheduler when free, drop expired and
+/* A loaded model version: load + config completion, instances (placed from instance_group; each with one or more
+ * lanes: a session and a worker thread each), warm-up, the worker loop (take a batch from the scheduler when free, drop expired and
  * cancelled requests, gather, run once, scatter, record statistics, complete), and the drain-then-free retirement
  * used by unload, reload and shutdown. */
 #include "model_version.h"
@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "copy_pool.h"
 #include "faults.h"
 #include "log.h"
 
@@ -104,20 +105,20 @@ static void oom_report(model_instance *inst, const batcher_batch *b, const char 
              b->total, b->n, detail, alloc);
 }
 
-/* Sets the instance's batch cap (0 = none) and tells the scheduler. */
+/* Sets the instance's batch cap (0 = none) and tells the scheduler (for each of its lanes). */
 static void set_cap(model_instance *inst, int64_t cap) {
     model_version *mv = inst->owner;
     if (cap >= mv->sched.policy.max_batch) cap = 0;
     atomic_store(&inst->batch_cap, cap);
-    inst->cap_successes = 0;
-    scheduler_set_cap(&mv->sched, inst->index, cap);
+    atomic_store(&inst->cap_successes, 0);
+    for (size_t l = 0; l < inst->num_lanes; l++) scheduler_set_cap(&mv->sched, inst->lanes[l].sched_index, cap);
 }
 
 /* A successful execution: raises a lowered cap one step every oom_recover_after successes. */
 static void cap_success(model_instance *inst) {
     model_version *mv = inst->owner;
     int64_t cap = atomic_load(&inst->batch_cap);
-    if (!cap || ++inst->cap_successes < mv->oom_recover_after) return;
+    if (!cap || atomic_fetch_add(&inst->cap_successes, 1) + 1 < mv->oom_recover_after) return;
     int64_t step = mv->sched.policy.max_batch / MODEL_OOM_RECOVER_DIVISOR;
     set_cap(inst, cap + (step > 1 ? step : 1));
     log_info("model '%s' version %s instance %s: batch cap raised to %" PRId64 " after %" PRIu64 " successful executions",
@@ -131,7 +132,8 @@ static void cap_success(model_instance *inst) {
  * inferences; per request its queue time and the batch's compute phases) and completes the requests.
  * Returns CINFER_OK (completed), CINFER_ERR_OUT_OF_MEMORY (nothing completed or failed: the caller retries; the
  * engine's message in detail) or the failure status (the requests were failed). */
-static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok_total, char *detail, size_t detail_len) {
+static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_total, char *detail, size_t detail_len) {
+    model_instance *inst = lane->inst;
     model_version *mv = inst->owner;
     uint64_t start = stats_now_ns();
     for (size_t i = 0; i < b->n; i++) b->reqs[i]->start_ns = start;
@@ -143,7 +145,7 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
         return CINFER_ERR_RUNTIME;
     }
     b->rows = batcher_bucket(&mv->sched.policy, b->total, instance_gpu(inst) >= 0, atomic_load(&inst->batch_cap));
-    if (batcher_gather(&mv->sched.policy, b, &inst->scratch, inst->inputs, &e) != 0) {
+    if (batcher_gather(&mv->sched.policy, b, &lane->scratch, lane->inputs, &e) != 0) {
         fail_batch(mv, b, &e, STATS_OTHER);
         return CINFER_ERR_RUNTIME;
     }
@@ -157,7 +159,7 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
     char fault[512] = "";
     int injected_device_failure = 0;
     cinfer_status st = faults_check_run(mv->name, b->total, b->reqs, b->n, fault, sizeof fault, &injected_device_failure);
-    if (st == CINFER_OK) st = cinfer_session_run(inst->session, inst->inputs, ni, outs, no);
+    if (st == CINFER_OK) st = cinfer_session_run(lane->session, lane->inputs, ni, outs, no);
     if (inst->test_delay_ms) {
         struct timespec ts = {(time_t)(inst->test_delay_ms / 1000), (long)(inst->test_delay_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0) {}
@@ -221,10 +223,11 @@ static cinfer_status execute(model_instance *inst, batcher_batch *b, int64_t *ok
 /* Runs b, and when it runs out of memory splits it into halves and runs each the same way, down to single
  * requests; a single request that still does not fit gets a 503 naming the model. *reported: the event's
  * allocator state was logged. *ok_total: the largest batch that succeeded. */
-static void execute_split(model_instance *inst, batcher_batch *b, int *reported, int64_t *ok_total) {
+static void execute_split(model_lane *lane, batcher_batch *b, int *reported, int64_t *ok_total) {
+    model_instance *inst = lane->inst;
     model_version *mv = inst->owner;
     char detail[1024] = "";
-    if (execute(inst, b, ok_total, detail, sizeof detail) != CINFER_ERR_OUT_OF_MEMORY) return;
+    if (execute(lane, b, ok_total, detail, sizeof detail) != CINFER_ERR_OUT_OF_MEMORY) return;
     atomic_fetch_add(&mv->oom_retries, 1);
     atomic_fetch_add(&inst->oom_events, 1);
     if (!*reported) {
@@ -243,7 +246,7 @@ static void execute_split(model_instance *inst, batcher_batch *b, int *reported,
     for (int h = 0; h < 2; h++) {
         half[h].cap = half[h].n;
         for (size_t i = 0; i < half[h].n; i++) half[h].total += half[h].reqs[i]->batch_size;
-        execute_split(inst, &half[h], reported, ok_total);
+        execute_split(lane, &half[h], reported, ok_total);
     }
     b->n = 0;
 }
@@ -251,7 +254,8 @@ static void execute_split(model_instance *inst, batcher_batch *b, int *reported,
 /* Runs one batch taken from the queue on this instance: drops requests whose client left or whose deadline
  * passed, then runs the rest (execute_split). After an out-of-memory event the instance's batch cap drops to the
  * largest batch that succeeded (else half the failed one), so the batcher forms smaller batches for it. */
-static void run_batch(model_instance *inst, batcher_batch *b) {
+static void run_batch(model_lane *lane, batcher_batch *b) {
+    model_instance *inst = lane->inst;
     model_version *mv = inst->owner;
     uint64_t now = stats_now_ns();
     size_t k = 0;
@@ -272,7 +276,7 @@ static void run_batch(model_instance *inst, batcher_batch *b) {
     if (!b->n) return;
     int reported = 0;
     int64_t ok_total = 0, failed_total = b->total;
-    execute_split(inst, b, &reported, &ok_total);
+    execute_split(lane, b, &reported, &ok_total);
     if (!reported) return;
     int64_t cap = ok_total > 0 ? ok_total : (failed_total / 2 > 1 ? failed_total / 2 : 1);
     int64_t old = atomic_load(&inst->batch_cap);
@@ -284,22 +288,23 @@ static void run_batch(model_instance *inst, batcher_batch *b) {
              mv->oom_recover_after);
 }
 
-/* The instance's worker: pulls a batch whenever the instance is free, until the queue is closed and empty. */
+/* A lane's worker: pulls a batch whenever the lane is free, until the queue is closed and empty. */
 static void *worker_main(void *arg) {
-    model_instance *inst = arg;
+    model_lane *lane = arg;
+    model_instance *inst = lane->inst;
     model_version *mv = inst->owner;
-    while (scheduler_next(&mv->sched, inst->index, &inst->batch)) {
+    while (scheduler_next(&mv->sched, lane->sched_index, &lane->batch)) {
         uint64_t now = stats_now_ns();
-        for (model_request *r = inst->batch.expired, *nx; r; r = nx) {
+        for (model_request *r = lane->batch.expired, *nx; r; r = nx) {
             nx = r->next; /* completing may reuse the link */
             r->next = NULL;
             expire_request(mv, r, now);
         }
-        inst->batch.expired = NULL;
-        atomic_store(&inst->busy, 1);
-        run_batch(inst, &inst->batch);
-        atomic_store(&inst->busy, 0);
-        scheduler_batch_done(&mv->sched, inst->index);
+        lane->batch.expired = NULL;
+        atomic_fetch_add(&inst->busy, 1);
+        run_batch(lane, &lane->batch);
+        atomic_fetch_sub(&inst->busy, 1);
+        scheduler_batch_done(&mv->sched, lane->sched_index);
     }
     return NULL;
 }
@@ -321,8 +326,9 @@ json_t *model_version_stats_json(const model_version *mv) {
     for (size_t i = 0; i < mv->num_instances; i++) {
         const model_instance *inst = &mv->instances[i];
         int64_t cap = atomic_load(&inst->batch_cap);
-        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:i, s:I, s:I, s:b}", "name", inst->name, "kind",
+        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:b}", "name", inst->name, "kind",
                               inst->kind == CONFIG_KIND_GPU ? "KIND_GPU" : "KIND_CPU", "device", inst->device,
+                              "lanes", (json_int_t)inst->lanes_running,
                               "execution_count", (json_int_t)atomic_load(&inst->executions),
                               "inference_count", (json_int_t)atomic_load(&inst->inferences),
                               "padded_rows", (json_int_t)atomic_load(&inst->padded_rows),
@@ -339,7 +345,7 @@ json_t *model_version_stats_json(const model_version *mv) {
 }
 
 /* Fills a warm-up tensor with zeros or a fixed pseudo-random pattern. */
-static int warmup_run(model_version *mv, model_instance *inst, const config_warmup *w, serve_error *e) {
+static int warmup_run(model_version *mv, model_lane *lane, const config_warmup *w, serve_error *e) {
     size_t n = w->num_inputs;
     cinfer_tensor *ts = calloc(n ? n : 1, sizeof *ts);
     size_t no = cinfer_model_num_outputs(mv->model);
@@ -383,7 +389,7 @@ static int warmup_run(model_version *mv, model_instance *inst, const config_warm
         }
     }
     for (uint32_t c = 0; c < w->count; c++) {
-        cinfer_status st = cinfer_session_run(inst->session, ts, n, outs, no);
+        cinfer_status st = cinfer_session_run(lane->session, ts, n, outs, no);
         for (size_t k = 0; k < no; k++) cinfer_tensor_free_data(&outs[k]);
         if (st != CINFER_OK) {
             serve_fail(e, SERVE_BAD_REQUEST, "warm-up '%s' failed: %s", w->name, cinfer_last_error());
@@ -401,10 +407,15 @@ done:
 static void free_version(model_version *mv) {
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
-        cinfer_session_free(inst->session);
-        batcher_batch_free(&inst->batch);
-        batcher_scratch_free(&inst->scratch);
-        free(inst->inputs);
+        for (size_t l = 0; l < inst->num_lanes; l++) {
+            model_lane *lane = &inst->lanes[l];
+            cinfer_session_free(lane->session);
+            batcher_batch_free(&lane->batch);
+            batcher_scratch_free(&lane->scratch);
+            copy_pool_destroy(lane->scratch.pool);
+            free(lane->inputs);
+        }
+        free(inst->lanes);
     }
     free(mv->instances);
     cinfer_model_free(mv->model);
@@ -491,11 +502,50 @@ static int plan_instances(model_version *mv, const model_load_options *opt, serv
                 else snprintf(inst->name, sizeof inst->name, "%s_%zu_%zu", mv->name, g, c);
                 if (grp->kind == CONFIG_KIND_CPU) snprintf(inst->device, sizeof inst->device, "cpu");
                 else snprintf(inst->device, sizeof inst->device, "cuda:%d", grp->gpus[d]);
-                inst->scratch.pinned = instance_gpu(inst) >= 0; /* batches gathered into page-locked memory */
-                inst->scratch.device = instance_gpu(inst);
             }
     }
     mv->num_instances = total;
+    return 0;
+}
+
+/* Gives every instance its lanes (MODEL_PARAM_LANES, else MODEL_GPU_LANES on a GPU and 1 on the CPU) and fills
+ * *lane_group (the instance of each scheduler entry, malloc'd). */
+static int plan_lanes(model_version *mv, size_t **lane_group, serve_error *e) {
+    long given = 0;
+    for (size_t i = 0; i < mv->cfg.num_params; i++) {
+        if (strcmp(mv->cfg.params[i].key, MODEL_PARAM_LANES) != 0) continue;
+        const char *v = mv->cfg.params[i].value;
+        char *end;
+        given = strtol(v, &end, 10);
+        if (end == v || *end || given < 1 || given > MODEL_MAX_LANES)
+            return serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s' is '%s': give the batches each instance runs at "
+                                                    "once, from 1 to %d", mv->name, MODEL_PARAM_LANES, v, MODEL_MAX_LANES);
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        model_instance *inst = &mv->instances[i];
+        size_t n = given ? (size_t)given : instance_gpu(inst) >= 0 ? MODEL_GPU_LANES : 1;
+        if (!(inst->lanes = calloc(n, sizeof *inst->lanes))) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+        inst->num_lanes = n;
+        total += inst->num_lanes;
+    }
+    if (!(*lane_group = malloc(total * sizeof **lane_group))) return serve_fail(e, SERVE_INTERNAL, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        model_instance *inst = &mv->instances[i];
+        for (size_t l = 0; l < inst->num_lanes; l++, k++) {
+            model_lane *lane = &inst->lanes[l];
+            lane->inst = inst;
+            lane->index = l;
+            lane->sched_index = k;
+            lane->scratch.pinned = instance_gpu(inst) >= 0; /* batches gathered into page-locked memory */
+            lane->scratch.device = instance_gpu(inst);
+            /* a GPU lane's gather (tens of MB for an image batch) is split over helpers; without them it copies alone */
+            if (instance_gpu(inst) >= 0) lane->scratch.pool = copy_pool_create(MODEL_GATHER_HELPERS);
+            (*lane_group)[k] = i;
+        }
+    }
+    mv->num_lanes = total;
     return 0;
 }
 
@@ -606,6 +656,12 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
     }
 }
 
+static void join_workers(model_version *mv) {
+    for (size_t i = 0; i < mv->num_instances; i++)
+        for (size_t l = 0; l < mv->instances[i].num_lanes; l++)
+            if (mv->instances[i].lanes[l].started) pthread_join(mv->instances[i].lanes[l].thread, NULL);
+}
+
 int model_version_load(const char *name, int64_t version, const char *path, model_config *cfg,
                        const model_load_options *opt, model_version **out, serve_error *e) {
     *out = NULL;
@@ -643,17 +699,28 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         goto err;
     }
     if (plan_instances(mv, opt, e) != 0) goto err;
-    if (scheduler_init(&mv->sched, &mv->cfg, mv->num_instances, mv->name, cerr, sizeof cerr) != 0) {
+    size_t *lane_group = NULL;
+    if (plan_lanes(mv, &lane_group, e) != 0) {
+        free(lane_group);
+        goto err;
+    }
+    int sched_rc = scheduler_init(&mv->sched, &mv->cfg, mv->num_lanes, lane_group, mv->name, cerr, sizeof cerr);
+    free(lane_group);
+    if (sched_rc != 0) {
         serve_fail(e, SERVE_BAD_REQUEST, "%s", cerr);
         goto err;
     }
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
         inst->owner = mv;
-        inst->inputs = calloc(mv->cfg.num_inputs ? mv->cfg.num_inputs : 1, sizeof *inst->inputs);
-        if (!inst->inputs || batcher_batch_init(&inst->batch, &mv->sched.policy) != 0) {
-            serve_fail(e, SERVE_INTERNAL, "out of memory");
-            goto err;
+        for (size_t l = 0; l < inst->num_lanes; l++) {
+            model_lane *lane = &inst->lanes[l];
+            scheduler_set_gpu(&mv->sched, lane->sched_index, instance_gpu(inst) >= 0);
+            lane->inputs = calloc(mv->cfg.num_inputs ? mv->cfg.num_inputs : 1, sizeof *lane->inputs);
+            if (!lane->inputs || batcher_batch_init(&lane->batch, &mv->sched.policy) != 0) {
+                serve_fail(e, SERVE_INTERNAL, "out of memory");
+                goto err;
+            }
         }
     }
     apply_test_slowdown(mv);
@@ -681,27 +748,38 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
     size_t num_options = session_options(mv, opt, threads, sizeof threads, keys, vals);
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
-        if (cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &inst->session) != CINFER_OK) {
-            serve_fail(e, SERVE_BAD_REQUEST, "instance %s on device '%s': %s", inst->name, inst->device, cinfer_last_error());
-            goto err;
+        for (size_t l = 0; l < inst->num_lanes; l++) {
+            model_lane *lane = &inst->lanes[l];
+            cinfer_status st = cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &lane->session);
+            if (st == CINFER_ERR_OUT_OF_MEMORY && l > 0) { /* the instance runs with the lanes that fit */
+                log_warn("model '%s' instance %s (%s): lane %zu of %zu does not fit (%s); the instance runs %zu lane%s",
+                         mv->name, inst->name, inst->device, l + 1, inst->num_lanes, cinfer_last_error(), l, l == 1 ? "" : "s");
+                break;
+            }
+            if (st != CINFER_OK) {
+                serve_fail(e, SERVE_BAD_REQUEST, "instance %s on device '%s': %s", inst->name, inst->device, cinfer_last_error());
+                goto err;
+            }
+            inst->lanes_running = l + 1;
+            for (size_t w = 0; w < mv->cfg.num_warmups; w++)
+                if (warmup_run(mv, lane, &mv->cfg.warmups[w], e) != 0) goto err;
         }
-        for (size_t w = 0; w < mv->cfg.num_warmups; w++)
-            if (warmup_run(mv, inst, &mv->cfg.warmups[w], e) != 0) goto err;
     }
     if (opt->probe_max_batch) probe_max_batch(mv, opt);
-    for (size_t i = 0; i < mv->num_instances; i++) {
-        if (pthread_create(&mv->instances[i].thread, NULL, worker_main, &mv->instances[i]) != 0) {
-            serve_fail(e, SERVE_INTERNAL, "cannot start the worker thread of instance %zu", i);
-            goto err;
+    for (size_t i = 0; i < mv->num_instances; i++)
+        for (size_t l = 0; l < mv->instances[i].lanes_running; l++) {
+            model_lane *lane = &mv->instances[i].lanes[l];
+            if (pthread_create(&lane->thread, NULL, worker_main, lane) != 0) {
+                serve_fail(e, SERVE_INTERNAL, "cannot start the worker thread of instance %s lane %zu", mv->instances[i].name, l);
+                goto err;
+            }
+            lane->started = 1;
         }
-        mv->instances[i].started = 1;
-    }
     *out = mv;
     return 0;
 err:
     if (mv->sched.initialised) scheduler_close(&mv->sched);
-    for (size_t i = 0; i < mv->num_instances; i++)
-        if (mv->instances[i].started) pthread_join(mv->instances[i].thread, NULL);
+    join_workers(mv);
     free_version(mv);
     return -1;
 }
@@ -709,8 +787,7 @@ err:
 void model_version_retire(model_version *mv) {
     if (!mv) return;
     scheduler_close(&mv->sched);
-    for (size_t i = 0; i < mv->num_instances; i++)
-        if (mv->instances[i].started) pthread_join(mv->instances[i].thread, NULL);
+    join_workers(mv);
     model_version_unref(mv);
     pthread_mutex_lock(&mv->ref_lock);
     while (atomic_load(&mv->refs) > 0) pthread_cond_wait(&mv->ref_zero, &mv->ref_lock);

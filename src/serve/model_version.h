@@ -1,5 +1,5 @@
-/* One loaded version of a model: the engine model, one session and worker thread per instance, its request
- * queue and its statistics. Reference-counted: the repository holds one reference while the version is
+/* One loaded version of a model: the engine model, its instances (each with one or more lanes: a session and a
+ * worker thread each), its request queue and its statistics. Reference-counted: the repository holds one reference while the version is
  * served, and every HTTP request that uses it holds one until its response is encoded. */
 #ifndef SERVE_MODEL_VERSION_H
 #define SERVE_MODEL_VERSION_H
@@ -38,24 +38,45 @@ typedef struct model_load_options {
 #define MODEL_OOM_RECOVER_DIVISOR 16
 #define MODEL_PARAM_OOM_RECOVER_AFTER "cinfer_oom_recover_after"
 
-typedef struct model_instance {
-    struct model_version *owner;
-    size_t index;                /* in owner->instances, and in the scheduler */
-    char name[64];               /* "<group name>_<k>", as Triton names instances */
-    int kind;                    /* CONFIG_KIND_CPU or CONFIG_KIND_GPU */
+/* Lanes (docs/server.md): an instance runs up to `num_lanes` batches at once, each on its own lane - a session (on
+ * a GPU: its own stream, device buffers and graphs; the weights are shared), a worker thread, and its own pinned
+ * gather buffers - so while one lane computes batch k, another gathers batch k+1 on the host and uploads it, and
+ * the first lane's download and scatter overlap the second's compute. Default: MODEL_GPU_LANES on a GPU, 1 on the
+ * CPU (whose session already uses every core); the config parameter MODEL_PARAM_LANES sets it for every instance. */
+#define MODEL_PARAM_LANES "cinfer_instance_lanes"
+#define MODEL_GPU_LANES 2
+#define MODEL_MAX_LANES 8
+/* Helper threads per GPU lane splitting its gather copy (copy_pool.h): 4-way with the lane's own thread. */
+#define MODEL_GATHER_HELPERS 3
+
+typedef struct model_lane {
+    struct model_instance *inst;
+    size_t index;                /* in inst->lanes */
+    size_t sched_index;          /* the scheduler's entry for this lane */
     cinfer_session *session;
-    char device[32];
     pthread_t thread;
     int started;
-    unsigned test_delay_ms;      /* test-only slowdown per execution (CINFER_SERVE_TEST_SLOW_INSTANCE) */
     batcher_batch batch;         /* the batch being run */
     batcher_scratch scratch;     /* gathered inputs, reused */
     cinfer_tensor *inputs;       /* the batch's input tensors (num_inputs) */
+} model_lane;
+
+typedef struct model_instance {
+    struct model_version *owner;
+    size_t index;                /* in owner->instances */
+    char name[64];               /* "<group name>_<k>", as Triton names instances */
+    int kind;                    /* CONFIG_KIND_CPU or CONFIG_KIND_GPU */
+    char device[32];
+    model_lane *lanes;
+    size_t num_lanes;            /* planned (each has a scheduler entry) */
+    size_t lanes_running;        /* with a session and a worker: a GPU lane past the first whose session does not fit
+                                  * in memory is left out (logged), so a tight device still serves with fewer lanes */
+    unsigned test_delay_ms;      /* test-only slowdown per execution (CINFER_SERVE_TEST_SLOW_INSTANCE) */
     _Atomic uint64_t executions, inferences; /* batches run and the inferences in them */
     _Atomic uint64_t padded_rows; /* rows added to executions to reach a batch-size bucket (BATCHER_PARAM_BUCKETS) */
-    _Atomic int busy;            /* 1 while it runs a batch */
+    _Atomic int busy;            /* lanes running a batch now */
     _Atomic int64_t batch_cap;   /* most inferences per execution now; 0 = the policy's max (no OOM seen) */
-    uint64_t cap_successes;      /* successful executions since the cap last moved (worker thread only) */
+    _Atomic uint64_t cap_successes; /* successful executions since the cap last moved */
     _Atomic uint64_t oom_events; /* executions on this instance that ran out of memory */
     int64_t probed_max_batch;    /* --probe-max-batch result; 0 = not probed */
     _Atomic int device_failed;   /* 1 once its GPU reported a sticky error (cinfer_device_info.failed), or the test
@@ -70,6 +91,7 @@ typedef struct model_version {
     cinfer_model *model;
     model_instance *instances;
     size_t num_instances;
+    size_t num_lanes;            /* over all instances (the scheduler's entries) */
     scheduler sched;             /* request queue, dynamic batcher, instance scheduling */
     stats_model stats;
     uint64_t memory_bytes;       /* parameters held by the loaded model */
@@ -81,15 +103,15 @@ typedef struct model_version {
 } model_version;
 
 /* Loads `path` (an .onnx file) as version `version` of model `name` with `cfg` (taken over, also on failure),
- * completes and checks the config, creates the instances, runs the config's warm-ups and starts one worker per
- * instance. On success *out has one reference (the caller's). Errors name the model, version and cause. */
+ * completes and checks the config, creates the instances and their lanes, runs the config's warm-ups on every lane
+ * and starts one worker per lane. On success *out has one reference (the caller's). Errors name the model, version and cause. */
 int model_version_load(const char *name, int64_t version, const char *path, model_config *cfg,
                        const model_load_options *opt, model_version **out, serve_error *e);
 /* Queues r for execution; r->done is called later from a worker. Fails (503 or 429 full, 503 closing, 400 priority). */
 int model_version_submit(model_version *mv, model_request *r, serve_error *e);
 /* The version's model_stats[] entry (stats_model_json) plus "instance_stats": per instance its name, kind,
- * device, execution_count, inference_count and in_flight (batches running now) - cinfer's addition, showing where
- * the scheduler sent the batches. */
+ * device, lanes, execution_count, inference_count and in_flight (batches running now) - cinfer's addition, showing
+ * where the scheduler sent the batches. */
 json_t *model_version_stats_json(const model_version *mv);
 /* Asks the engine whether the GPUs of mv's instances have failed (cinfer_cuda_device_info(...).failed; CPU
  * instances are not asked, so CPU-only models never load CUDA) and marks those instances. Returns how many

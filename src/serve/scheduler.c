@@ -10,8 +10,8 @@
 
 #include "stats.h"
 
-int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, const char *model_name, char *err,
-                   size_t err_len) {
+int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, const size_t *lane_group,
+                   const char *model_name, char *err, size_t err_len) {
     memset(s, 0, sizeof *s);
     s->model_name = model_name;
     const config_dynamic_batching *d = &cfg->dynamic_batching;
@@ -36,9 +36,13 @@ int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, 
     if (!s->inst) goto oom;
     s->num_instances = num_instances;
     for (size_t i = 0; i < num_instances; i++) {
-        sem_init(&s->inst[i].wake, 0, 0);
         s->inst[i].slots = 1;
+        s->inst[i].group = lane_group ? lane_group[i] : i;
+        if (s->inst[i].group >= s->num_groups) s->num_groups = s->inst[i].group + 1;
     }
+    s->group_load = calloc(s->num_groups ? s->num_groups : 1, sizeof *s->group_load);
+    if (!s->group_load) goto oom;
+    for (size_t i = 0; i < num_instances; i++) sem_init(&s->inst[i].wake, 0, 0);
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->order_lock, NULL);
     s->preserve_ordering = d->present && d->preserve_ordering;
@@ -51,6 +55,8 @@ oom:
     model_queue_destroy(&s->queue);
     free(s->inst);
     s->inst = NULL;
+    free(s->group_load);
+    s->group_load = NULL;
     return -1;
 }
 
@@ -58,6 +64,7 @@ void scheduler_destroy(scheduler *s) {
     if (!s || !s->initialised) return;
     for (size_t i = 0; i < s->num_instances; i++) sem_destroy(&s->inst[i].wake);
     free(s->inst);
+    free(s->group_load);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->order_lock);
     model_queue_destroy(&s->queue);
@@ -72,8 +79,9 @@ void scheduler_destroy(scheduler *s) {
  * mutex as contended, so the worker's next unlock is a futex system call even when nobody waits.) The semaphore
  * lives as long as the scheduler, which outlives every caller.
  * `arrival`: called for a new request, which only matters to an instance waiting on a delay timer when the queue
- * may now hold a full enough batch. Otherwise the least-loaded parked instance is woken (fewest batches in flight,
- * then the one parked longest, which spreads batches over the instances when the load is light). */
+ * may now hold a full enough batch. Otherwise a parked lane of the least-loaded instance is woken (fewest batches in
+ * flight over the instance's lanes, then the lane parked longest, which spreads batches over the instances when the
+ * load is light). */
 static sem_t *wake_one(scheduler *s, int arrival) {
     scheduler_instance *best = NULL, *timed = NULL;
     for (size_t i = 0; i < s->num_instances; i++) {
@@ -85,9 +93,8 @@ static sem_t *wake_one(scheduler *s, int arrival) {
             continue;
         }
         if (x->in_flight >= x->slots) continue;
-        if (!best || x->in_flight < best->in_flight ||
-            (x->in_flight == best->in_flight && x->parked_since < best->parked_since))
-            best = x;
+        int load = s->group_load[x->group], best_load = best ? s->group_load[best->group] : 0;
+        if (!best || load < best_load || (load == best_load && x->parked_since < best->parked_since)) best = x;
     }
     if (timed) {
         if (arrival && s->queue.total_batch < s->wake_threshold) return NULL; /* its timer still decides */
@@ -113,9 +120,10 @@ int scheduler_next(scheduler *s, size_t i, batcher_batch *b) {
     for (;;) {
         me->signaled = 0;
         uint64_t now = stats_now_ns(), wake_ns;
-        batcher_decision d = batcher_form_capped(&s->policy, &s->queue, now, me->cap, b, &wake_ns);
+        batcher_decision d = batcher_form_capped(&s->policy, &s->queue, now, me->cap, me->gpu, b, &wake_ns);
         if (d == BATCHER_READY || b->expired) {
             me->in_flight++;
+            s->group_load[me->group]++;
             sem_t *wake = s->queue.size ? wake_one(s, 0) : NULL; /* more left: let another instance look */
             pthread_mutex_unlock(&s->lock);
             if (wake) sem_post(wake);
@@ -146,8 +154,11 @@ int scheduler_next(scheduler *s, size_t i, batcher_batch *b) {
 void scheduler_batch_done(scheduler *s, size_t i) {
     pthread_mutex_lock(&s->lock);
     s->inst[i].in_flight--;
+    s->group_load[s->inst[i].group]--;
     pthread_mutex_unlock(&s->lock);
 }
+
+void scheduler_set_gpu(scheduler *s, size_t i, int gpu) { s->inst[i].gpu = gpu; }
 
 void scheduler_set_cap(scheduler *s, size_t i, int64_t cap) {
     pthread_mutex_lock(&s->lock);

@@ -9,9 +9,10 @@
  * and there is no thundering herd. A parked instance that saw a batch still short of its size waits on a timer
  * for the oldest request's max_queue_delay (arrivals wake it early only when they may complete a batch).
  *
- * Where copy/compute overlap slots in (GPU instances, not done here): an instance with two staging slots would
- * set `slots` to 2 and call scheduler_next again while its previous batch computes; in_flight then tells the
- * scheduler to prefer an instance with an empty pipeline over one with a batch running.
+ * Lanes: a model instance may run several batches at once, one per lane (model_version.h: a GPU instance has two
+ * by default, each with its own session, stream and buffers, so one lane gathers and uploads batch k+1 while the
+ * other computes batch k). The scheduler's entries are lanes; each belongs to a group (its instance), and
+ * "least-loaded" compares the groups' batches in flight, so an idle GPU is preferred over a GPU with a lane busy.
  *
  * Locking: one mutex per model guards the queue and the instances' parking state. Pushing (HTTP thread) holds it
  * for a few pointer updates, then posts the chosen worker's semaphore after unlocking; it never waits for a worker.
@@ -40,6 +41,8 @@ typedef struct scheduler_instance {
     uint64_t parked_since;
     int slots;                 /* batches it may have in flight (1: it runs one batch at a time) */
     int in_flight;
+    size_t group;              /* the instance this lane belongs to (index into scheduler.group_load) */
+    int gpu;                   /* a GPU lane: pads batches to the buckets (batcher_form_capped) */
     int64_t cap;               /* most inferences per batch for this instance; 0 = the policy's max (lowered after OOM) */
 } scheduler_instance;
 
@@ -47,8 +50,10 @@ typedef struct scheduler {
     pthread_mutex_t lock;
     model_queue queue;
     batcher_policy policy;
-    scheduler_instance *inst;
-    size_t num_instances;
+    scheduler_instance *inst;  /* one per lane */
+    size_t num_instances;      /* lanes */
+    int *group_load;           /* per instance: batches its lanes have in flight */
+    size_t num_groups;
     int64_t wake_threshold;    /* queued inferences from which an arrival may complete a batch early */
     const char *model_name;    /* owned by the model version */
     /* completion order (preserve_ordering) */
@@ -61,9 +66,12 @@ typedef struct scheduler {
 } scheduler;
 
 /* Sets up the queue (policy from dynamic_batching and SCHEDULER_PARAM_QUEUE_FULL_STATUS), the batcher policy and
- * num_instances parked-instance states. Errors name the model and parameter. */
-int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, const char *model_name, char *err,
-                   size_t err_len);
+ * num_lanes parked-lane states; lane i belongs to instance lane_group[i] (NULL: each lane its own instance).
+ * Errors name the model and parameter. */
+int scheduler_init(scheduler *s, const model_config *cfg, size_t num_lanes, const size_t *lane_group,
+                   const char *model_name, char *err, size_t err_len);
+/* Lane i runs on a GPU (it pads its batches to the buckets); set before the workers start. */
+void scheduler_set_gpu(scheduler *s, size_t i, int gpu);
 /* Frees what scheduler_init made; the queue must be empty (after close and the workers' exit). */
 void scheduler_destroy(scheduler *s);
 

@@ -6,6 +6,7 @@
 
 #include "batcher.h"
 #include "config_model.h"
+#include "copy_pool.h"
 #include "model_queue.h"
 #include "test_util.h"
 
@@ -324,6 +325,108 @@ static void test_gather_scatter_padded(void) {
     config_model_free(&cfg);
 }
 
+/* A GPU lane (padding to the buckets) takes a bucket-sized prefix rather than padding a large batch by more than a
+ * quarter; CPU lanes, small batches and nearly full buckets take everything as before. */
+static void test_bucket_split(void) {
+    model_config cfg;
+    char text[1024], err[512];
+    snprintf(text, sizeof text, "name: \"m\" max_batch_size: 256 input { name: \"x\" data_type: TYPE_FP32 dims: [ -1 ] } "
+             "output { name: \"y\" data_type: TYPE_FP32 dims: [ -1 ] } dynamic_batching { max_queue_delay_microseconds: 1000 }");
+    CHECK(parse_cfg(text, &cfg));
+    batcher_policy p;
+    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0 && p.max_batch == 256);
+    model_queue q;
+    CHECK(model_queue_init(&q, &one_level) == 0);
+    batcher_batch b;
+    CHECK(batcher_batch_init(&b, &p) == 0);
+    static test_req r[256];
+    uint64_t wake, late = 10 + 2 * MS; /* every request's delay is over */
+    struct { int queued, gpu, first, second; } cases[] = {
+        {72, 1, 64, 8},  /* bucket 128 would pad 56 rows: 64 now, 8 next */
+        {72, 0, 72, 0},  /* a CPU lane does not pad, so it takes everything */
+        {40, 1, 32, 8},  /* bucket 64 would pad 24 > 16 */
+        {56, 1, 56, 0},  /* bucket 64 pads 8 <= 16: one batch */
+        {5, 1, 5, 0},    /* the prefix 4 is below BATCHER_SPLIT_MIN: pad to 8 */
+        {256, 1, 256, 0}, /* full */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int i = 0; i < cases[c].queued; i++) make_req(&r[i], 1, 2, 10, 0), push(&q, &r[i]);
+        CHECK(batcher_form_capped(&p, &q, late, 0, cases[c].gpu, &b, &wake) == BATCHER_READY && b.n == (size_t)cases[c].first);
+        if (cases[c].second)
+            CHECK(batcher_form_capped(&p, &q, late, 0, cases[c].gpu, &b, &wake) == BATCHER_READY &&
+                  b.n == (size_t)cases[c].second && b.reqs[0] == &r[cases[c].first].r);
+        CHECK(batcher_form_capped(&p, &q, late, 0, cases[c].gpu, &b, &wake) == BATCHER_EMPTY);
+    }
+    /* before the delay is over nothing is taken short of the max batch */
+    for (int i = 0; i < 72; i++) make_req(&r[i], 1, 2, 10, 0), push(&q, &r[i]);
+    CHECK(batcher_form_capped(&p, &q, 20, 0, 1, &b, &wake) == BATCHER_WAIT && wake == 10 + MS);
+    CHECK(batcher_form_capped(&p, &q, late, 0, 1, &b, &wake) == BATCHER_READY && b.n == 64);
+    CHECK(batcher_form_capped(&p, &q, late, 0, 1, &b, &wake) == BATCHER_READY && b.n == 8);
+    batcher_batch_free(&b);
+    model_queue_destroy(&q);
+    batcher_policy_free(&p);
+    config_model_free(&cfg);
+}
+
+/* The gather's split copy: odd-sized jobs over 1 MiB in all, cut between 4 threads at 4 KiB boundaries, arrive
+ * byte for byte; below the threshold and without a pool the caller copies alone. */
+static void test_copy_pool(void) {
+    copy_pool *pool = copy_pool_create(3);
+    CHECK(pool != NULL);
+    size_t sizes[] = {1, 700001, 4096, 12345, 999999, 3, 65536};
+    enum { NJ = sizeof sizes / sizeof sizes[0] };
+    copy_job jobs[NJ];
+    unsigned char *src[NJ], *dst[NJ];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < NJ; i++) {
+            src[i] = malloc(sizes[i]);
+            dst[i] = calloc(1, sizes[i] + 1);
+            for (size_t b = 0; b < sizes[i]; b++) src[i][b] = (unsigned char)(b * 31 + i * 7 + round);
+            dst[i][sizes[i]] = 0xAB; /* guard byte */
+            jobs[i] = (copy_job){dst[i], src[i], sizes[i]};
+        }
+        copy_pool_run(round == 2 ? NULL : pool, jobs, round == 1 ? 2 : NJ); /* round 1: 700 KB, under the threshold */
+        for (int i = 0; i < NJ; i++) {
+            int copied = round == 1 ? i < 2 : 1;
+            CHECK(memcmp(dst[i], src[i], sizes[i]) == 0 || !copied);
+            CHECK(dst[i][sizes[i]] == 0xAB);
+            free(src[i]);
+            free(dst[i]);
+        }
+    }
+    /* a batch gathered through the pool, with bucket rows after it: the rows of both requests in order, then copies
+     * of the first row */
+    model_config cfg;
+    char text[1024], err[512];
+    snprintf(text, sizeof text, "%s dynamic_batching { }", BATCH_CFG);
+    CHECK(parse_cfg(text, &cfg));
+    batcher_policy p;
+    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0);
+    enum { COLS = 50000 }; /* 200 KB per row: 3 + 2 rows, 1 MB in all */
+    float *xa = malloc(3 * COLS * sizeof *xa), *xb = malloc(2 * COLS * sizeof *xb);
+    for (size_t i = 0; i < 3 * COLS; i++) xa[i] = (float)i;
+    for (size_t i = 0; i < 2 * COLS; i++) xb[i] = -(float)i;
+    cinfer_tensor ta = {.name = "x", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, COLS}, .data = xa};
+    cinfer_tensor tb = {.name = "x", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {2, COLS}, .data = xb};
+    model_request ra = {.inputs = &ta, .num_inputs = 1, .batch_size = 3}, rb = {.inputs = &tb, .num_inputs = 1, .batch_size = 2};
+    model_request *reqs[2] = {&ra, &rb};
+    batcher_batch b = {.reqs = reqs, .n = 2, .cap = 2, .total = 5, .rows = 8};
+    batcher_scratch sc = {.pool = copy_pool_create(3)};
+    cinfer_tensor in;
+    serve_error e = {0};
+    CHECK(batcher_gather(&p, &b, &sc, &in, &e) == 0 && in.dims[0] == 8 && in.dims[1] == COLS);
+    const float *g = in.data;
+    CHECK(!memcmp(g, xa, 3 * COLS * sizeof *xa) && !memcmp(g + 3 * COLS, xb, 2 * COLS * sizeof *xb));
+    for (int r = 5; r < 8; r++) CHECK(!memcmp(g + (size_t)r * COLS, xa, COLS * sizeof *xa));
+    copy_pool_destroy(sc.pool);
+    batcher_scratch_free(&sc);
+    free(xa);
+    free(xb);
+    batcher_policy_free(&p);
+    config_model_free(&cfg);
+    copy_pool_destroy(pool);
+}
+
 int main(void) {
     test_preferred_and_delay();
     test_no_preferred();
@@ -332,5 +435,7 @@ int main(void) {
     test_not_dynamic();
     test_padding_params();
     test_gather_scatter_padded();
+    test_bucket_split();
+    test_copy_pool();
     TEST_MAIN_END();
 }

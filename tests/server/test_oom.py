@@ -206,7 +206,9 @@ def test_real_gpu_oom_under_a_tight_limit(tmp_path, start_server):
     for a run, about 640 rows (64 KiB per row: two activations and the io). Each request is 64 rows; the instance is
     slowed (test switch) so that while one execution sleeps the 48 clients queue far more than 640 rows: the next
     execution runs out of memory, is split and retried, every request succeeds, and the cap drops below the batch
-    that failed. (Measured on the H200: without the slowdown requests arrived too slowly to batch past the cap.)"""
+    that failed. (Measured on the H200: without the slowdown requests arrived too slowly to batch past the cap.)
+    A GPU instance's second lane (its own session and workspace) does not fit under that cap: the instance runs one
+    lane, and says so."""
     _gpu_or_skip()
     width, rows, clients = 4096, 64, 48
     repo = tmp_path / "models"
@@ -238,6 +240,7 @@ def test_real_gpu_oom_under_a_tight_limit(tmp_path, start_server):
     assert metric(s.metrics(), "cinfer_oom_retries_total", model="big", version="1") == inst["oom_events"]
     logs = s.logs()
     assert "allocator on cuda:0: allocated" in logs and f"limit {360 << 20} B" in logs, logs
+    assert inst["lanes"] == 1 and "instance big_0_0 (cuda:0): lane 2 of 2 does not fit" in logs, (inst, logs)
 
 
 def test_probe_max_batch_on_gpu(tmp_path, start_server):

@@ -165,6 +165,65 @@ def test_instance_groups_are_placed(start_server, tmp_path):
     assert "--device cuda but no GPU is visible" in index["two_groups"]["reason"]
 
 
+LANES = 'parameters { key: "cinfer_instance_lanes" value: { string_value: "%s" } }\n'
+
+
+def test_lanes_run_batches_of_one_instance_at_once(start_server, tmp_path, monkeypatch):
+    """An instance with two lanes (cinfer_instance_lanes; the GPU default) runs two batches at once: with the
+    instance slowed by 600 ms per execution and two requests sent together, its in_flight reaches 2, and both
+    results are right. One lane (the CPU default) never has more than one batch in flight. A bad lane count fails
+    the load, naming the parameter."""
+    repo = tmp_path / "models"
+    write_model(repo, "lanes2", {1: double_model()}, config("instance_group [ { kind: KIND_CPU count: 1 } ]\n" + LANES % 2,
+                                                          max_batch=1))
+    write_model(repo, "lanes1", {1: double_model()}, config("instance_group [ { kind: KIND_CPU count: 1 } ]", max_batch=1))
+    write_model(repo, "lanes_bad", {1: double_model()}, config(LANES % "nine", max_batch=1))
+    monkeypatch.setenv("CINFER_SERVE_TEST_SLOW_INSTANCE", "lanes2:0:600,lanes1:0:600")
+    s = start_server(repo, "--http-threads", "4", "--strict-readiness", "false")
+    index = {e["name"]: e for e in s.json("POST", "/v2/repository/index")[1]}
+    assert index["lanes_bad"]["state"] == "UNAVAILABLE"
+    assert "parameter 'cinfer_instance_lanes' is 'nine': give the batches each instance runs at once, from 1 to 8" \
+        in index["lanes_bad"]["reason"]
+    for model, lanes in (("lanes2", 2), ("lanes1", 1)):
+        inst = model_stats(s, model)["instance_stats"]
+        assert [(i["name"], i["lanes"]) for i in inst] == [(f"{model}_0_0", lanes)]
+        out, seen = {}, []
+        xs = [np.full((1, 4), k + 1, np.float32) for k in range(2)]
+        threads = [post_in_background(s, model, json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                                                         "data": xs[k].flatten().tolist()}]}), out, k)
+                   for k in range(2)]
+        while len(out) < 2:  # sample in_flight until both answers are in
+            seen.append(model_stats(s, model)["instance_stats"][0]["in_flight"])
+        for t in threads:
+            t.join()
+        for k in range(2):
+            check_double(xs[k], out[k][0], out[k][1])
+        assert max(seen) == lanes, (model, seen[:50])
+        assert model_stats(s, model)["instance_stats"][0]["execution_count"] == 2
+
+
+def test_lanes_prefer_the_idle_instance(start_server, tmp_path, monkeypatch):
+    """Least-loaded dispatch counts batches per instance, not per lane: with two instances of two lanes each, both
+    slowed, two requests sent together run one on each instance, not both on the lanes of one."""
+    repo = tmp_path / "models"
+    write_model(repo, "spread", {1: double_model()}, config("instance_group [ { kind: KIND_CPU count: 2 } ]\n" + LANES % 2,
+                                                          max_batch=1))
+    monkeypatch.setenv("CINFER_SERVE_TEST_SLOW_INSTANCE", "spread:0:300,spread:1:300")
+    s = start_server(repo, "--http-threads", "4")
+    for rnd in range(3):
+        out = {}
+        xs = [np.full((1, 4), 10 * rnd + k, np.float32) for k in range(2)]
+        threads = [post_in_background(s, "spread", json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                                                          "data": xs[k].flatten().tolist()}]}), out, k)
+                   for k in range(2)]
+        for t in threads:
+            t.join()
+        for k in range(2):
+            check_double(xs[k], out[k][0], out[k][1])
+    per = [i["execution_count"] for i in model_stats(s, "spread")["instance_stats"]]
+    assert per == [3, 3], per
+
+
 # ---- priorities ----
 
 PRIO = config("dynamic_batching { priority_levels: 2 default_priority_level: 2 }", max_batch=4)
