@@ -9,7 +9,8 @@
 #   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
 #             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
 #   sanitize  the CUDA pytest suite, the precision/fusion unit tests and the model tests on cuda under compute-sanitizer
-#             memcheck; SANITIZE_OPS=1 adds the differential op tests (FILTER env narrows their cases)
+#             memcheck; SANITIZE_OPS=1 adds the differential op tests (FILTER env narrows their cases), SANITIZE_SERVER=1
+#             the server's GPU protocol, batching and fault suites (every server process under memcheck)
 #   compare   cinfer vs PyTorch eager and CUDA Graphs side by side (bench/gpu/compare_pytorch.py; models exported
 #             here): by default ResNet-50 b1,8,64,256, BERT-base b1,8,32,128, DLRM-style b1,128,2048 and the 2048^2
 #             image b1 (+ stream vs copy loop), fp32 and fp16, device-resident and pinned rows, ResNet-50 load time,
@@ -143,6 +144,12 @@ for what in "${@:-tests}"; do
             tests/unit/test_precision.py tests/unit/test_fusion.py
         stage model_tests_cuda_memcheck env CINFER_TEST_DEVICE=cuda $CS $PY -m pytest -q -p no:cacheprovider tests/models
         [ -n "${SANITIZE_OPS:-}" ] && stage diff_ops_memcheck $CS $PY tests/ops/diff_ops.py --list ${FILTER:+--filter "$FILTER"}
+        if [ -n "${SANITIZE_SERVER:-}" ]; then # the server GPU suite, each cinfer-server it starts under memcheck
+            $PY -m pip install -q --no-index --no-deps --target "$WORK/py312" "$B"/wheels312/*.whl >/dev/null 2>&1
+            stage server_gpu_memcheck env PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
+                CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so" $CS $PY -m pytest -q -rs -p no:cacheprovider \
+                tests/server/test_protocol.py tests/server/test_batching.py tests/server/test_faults.py -k "not sticky"
+        fi
         ;;
     *) echo "unknown stage $what"; exit 2 ;;
     esac

@@ -19,6 +19,7 @@
  * without holding the lock. The window geometry is graph/shape/conv_params.h's, as the CPU kernels' is. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,16 +181,26 @@ static void dnn_fused_descriptors(dnn_plan *p, cudnnDataType_t type) {
 
 /* CINFER_CUDNN_BENCHMARK=0 takes the heuristics' choice instead of timing (PyTorch's cudnn.benchmark = False):
  * quicker first runs, and a way to compare the two choices. */
+#define CONV_TIMING_MIN_BATCH 16
+
+/* CINFER_CUDNN_LOG=1: one stderr line per algorithm choice and per fallback to the heuristics' choice at run time
+ * (which algorithm, how much workspace), to see what timing picked and what ran. */
+static bool dnn_log_on(void) {
+    const char *v = getenv("CINFER_CUDNN_LOG");
+    return v && strcmp(v, "1") == 0;
+}
+
 static bool timing_wanted(void) {
     const char *v = getenv("CINFER_CUDNN_BENCHMARK");
     return !v || strcmp(v, "0") != 0;
 }
 
-/* Times every forward algorithm on the node's buffers (Y is overwritten; the real call follows). The heuristics'
- * choice, already in p when have_heuristic, stays unless timing shows a clear win (25% and 20 us): cuDNN times each
- * call alone, launch gaps included, which favours one-kernel algorithms that a CUDA graph replay then finds slower
- * than the heuristics' tensor-core ones at small batches (H200, ResNet-50 fp16: b1 2.17 ms timed against 0.955 ms
- * by the heuristics; b256 10,710 img/s timed against 3,370). The timing workspace is borrowed from the device's
+/* Times every forward algorithm on the node's buffers (Y is overwritten; the real call follows) and takes the
+ * fastest. Only batches of CONV_TIMING_MIN_BATCH and more are timed: cuDNN times each call alone, launch gaps
+ * included, which at small batches favours one-kernel algorithms that a CUDA graph replay then finds slower than
+ * the heuristics' tensor-core ones (H200, ResNet-50 fp16: b1 2.17 ms timed against 0.955 ms by the heuristics;
+ * b256 10,710 img/s timed against 3,370). Keeping the heuristics' choice unless timing beat it by 25% did not
+ * work: it gave b1 1.99 ms and b256 4,084 img/s (bench/BENCHMARKS.md). The timing workspace is borrowed from the device's
  * cache and returned at once, so a session keeps only what the chosen algorithm needs. A timed choice that needs
  * more than the session workspace keeps the heuristics' one beside it (cd_small) for sessions that cannot get
  * that much. Timing synchronises, so it runs outside graph captures, in the device's exclusive section. False when
@@ -201,6 +212,13 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
     const size_t h_ws = p->ws_bytes;
     cudnnMathType_t h_math = CUDNN_DEFAULT_MATH; /* the descriptor's math type before timing (the heuristics') */
     if (cudnnGetConvolutionMathType(p->cd, &h_math) != CUDNN_STATUS_SUCCESS) return false;
+    /* Find times under the descriptor's math type: the heuristics may have left a non-tensor-core one there (their
+     * in-workspace pick at b256 fp16 is IMPLICIT_GEMM with FMA math), and Find then never tried the tensor-core
+     * algorithms (H200 ResNet-50 fp16 b256: 4,033 img/s against 9,591 when they were tried) */
+    cudnnMathType_t widest = k->dtype == CINFER_DTYPE_DOUBLE                       ? CUDNN_DEFAULT_MATH
+                             : k->dtype == CINFER_DTYPE_FLOAT && !k->tf32 ? CUDNN_FMA_MATH
+                                                                           : CUDNN_TENSOR_OP_MATH;
+    if (cudnnSetConvolutionMathType(p->cd, widest) != CUDNN_STATUS_SUCCESS) return false;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     void *borrowed = k->workspace > x->workspace_bytes ? cuda_exec_temp_alloc(x, k->workspace) : NULL;
@@ -217,18 +235,20 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
         (void)cudaGetLastError(); /* a refused timing leaves no fault behind; a real one shows in the next call */
         return false;
     }
-    const cudnnConvolutionFwdAlgoPerf_t *best = NULL, *heuristic = NULL;
-    for (int i = 0; i < returned; i++) { /* fastest first */
+    const cudnnConvolutionFwdAlgoPerf_t *best = NULL;
+    for (int i = 0; i < returned && !best; i++) { /* fastest first */
         const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
         if (r->status != CUDNN_STATUS_SUCCESS || r->memory > ws_bytes || !math_allowed(k, r->mathType) ||
             (k->deterministic && r->determinism != CUDNN_DETERMINISTIC))
             continue;
-        if (!best) best = r;
-        /* by algorithm alone: Find may report another math type for the heuristics' pick */
-        if (have_heuristic && (int)r->algo == h_algo && (!heuristic || r->mathType == h_math)) heuristic = r;
+        best = r;
     }
+    if (dnn_log_on())
+        fprintf(stderr, "cinfer cudnn: conv x[%d,%d,%d,%d] w[%d,%d,%d,%d]: timed %d algorithms with %zu B of workspace "
+                "(borrowed: %s): fastest algo %d (%.3f ms, %zu B), heuristics' algo %d (%zu B)\n", k->x[0], k->x[1], k->x[2],
+                k->x[3], k->w[0], k->w[1], k->w[2], k->w[3], returned, ws_bytes, borrowed ? "yes" : "no",
+                best ? (int)best->algo : -1, best ? best->time : 0.0f, best ? best->memory : (size_t)0, h_algo, h_ws);
     if (!best) return false;
-    if (heuristic && heuristic->time <= best->time * 1.25f + 0.02f) return true;
     if (!dnn_try_algo(x, p, (int)best->algo, best->mathType, ws_bytes))
         return have_heuristic && dnn_try_algo(x, p, h_algo, h_math, ws_bytes); /* puts the heuristic's math type back */
     if (have_heuristic && p->ws_bytes > x->workspace_bytes && dnn_conv_descriptor(k, &p->cd_small)) {
@@ -301,7 +321,7 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
                     continue;
                 picked = dnn_try_algo(x, p, (int)r->algo, r->mathType, limit);
             }
-        if (io && timing_wanted() && dnn_time_forward(x, p, io, picked)) return true;
+        if (io && timing_wanted() && k->x[0] >= CONV_TIMING_MIN_BATCH && dnn_time_forward(x, p, io, picked)) return true;
         return picked;
     }
     return false;
@@ -450,6 +470,10 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     size_t ws_bytes = plan->ws_bytes;
     void *ws = ws_bytes > x->workspace_bytes ? cuda_scratch(x, ws_bytes) : x->workspace;
     if (!ws && plan->cd_small) {
+        if (dnn_log_on())
+            fprintf(stderr, "cinfer cudnn: conv x[%d,%d,%d,%d]: %zu B of workspace not to be had%s: the heuristics' algo %d "
+                    "runs instead of algo %d\n", key.x[0], key.x[1], key.x[2], key.x[3], ws_bytes,
+                    cuda_exec_capturing(x) ? " while capturing" : "", plan->algo_small, algo);
         cd = plan->cd_small;
         algo = plan->algo_small;
         ws_bytes = plan->ws_small;
