@@ -186,6 +186,9 @@ void cinfer_cuda_host_free(int device, void *p);
  * first run, is captured into a CUDA graph on its second and replayed from then on, so a run costs one launch;
  * capture is skipped with profile=1 or guard_bytes, and a plan that cannot be captured runs plain (counted in
  * cinfer_run_stats.graph_fallbacks);
+ * "gpu_wait" = "spin" (default) | "block" (GPU sessions): how a run waits for its stream at the end: spinning
+ * (lowest latency; a core busy for the whole GPU time) or sleeping on a blocking CUDA event (the core is free for
+ * other work; the wake-up adds some microseconds). cinfer-server's GPU instances block (docs/server.md);
  * "deterministic" = "1": only algorithms whose results are bitwise identical run to run (GPU: deterministic
  * cuDNN algorithms, no split reductions with atomics; the CPU backend always is);
  * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);

@@ -28,6 +28,10 @@ struct backend_i {
     cinfer_status (*copy_to_host)(backend *b, void *dst, const void *src, size_t bytes);
     /* Device backends: a copy within the device's memory, queued on the session's stream. */
     cinfer_status (*copy_on_device)(backend *b, void *dst, const void *src, size_t bytes);
+    /* Optional (device backends): n such copies (each bytes[i] > 0) queued in one call, for models with many
+     * inputs (a DLRM-style model has 27): one API call instead of n. */
+    cinfer_status (*copy_on_device_batch)(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
+                                          size_t n);
     /* Device backends: orders the session's stream against a caller's (a cudaStream_t; NULL = the legacy default
      * stream): session_waits = true makes the session's next work wait for what is queued on `stream` so far;
      * false makes `stream`'s next work wait for what the session queued so far. Neither blocks the host. */

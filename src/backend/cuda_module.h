@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 
-#define CUDA_MODULE_ABI 3
+#define CUDA_MODULE_ABI 4
 #define CUDA_MODULE_ENTRY "cinfer_cuda_module"
 
 /* Session-level choices the runtime passes to a CUDA backend. */
@@ -17,6 +17,7 @@ typedef struct cuda_backend_options {
     int device;                /* ordinal as this process sees it (CUDA_VISIBLE_DEVICES applied) */
     bool allow_tf32;           /* float32 GEMMs and convolutions may use TF32 tensor cores (precision "tf32") */
     bool deterministic;        /* only algorithms that give bitwise identical results run to run */
+    bool blocking_wait;        /* the end-of-run wait sleeps on a blocking event instead of spinning ("gpu_wait") */
 } cuda_backend_options;
 
 typedef struct cuda_module_api {

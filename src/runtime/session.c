@@ -199,7 +199,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
     int threads = 0;
-    bool profile = false, deterministic = false, cuda_graphs = true;
+    bool profile = false, deterministic = false, cuda_graphs = true, blocking_wait = false;
     session_precision precision = PRECISION_FP32;
     long guard_bytes = 0, max_batch = 0;
     const char *dim_keys[64], *dim_values[64];
@@ -223,6 +223,10 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'cuda_graphs': '%s' is not 0 or 1", v);
             cuda_graphs = v[0] == '1';
+        } else if (strcmp(k, "gpu_wait") == 0) {
+            if (strcmp(v, "spin") != 0 && strcmp(v, "block") != 0)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'gpu_wait': '%s' is not spin or block", v);
+            blocking_wait = v[0] == 'b';
         } else if (strcmp(k, "deterministic") == 0) {
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'deterministic': '%s' is not 0 or 1", v);
@@ -245,7 +249,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, profile, guard_bytes, max_batch, dim.NAME)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, gpu_wait, profile, guard_bytes, max_batch, dim.NAME)", k);
         }
     }
     int cuda_ordinal = -1;
@@ -284,7 +288,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     if (cuda_ordinal >= 0) {
         const cuda_module_api *m = device_cuda_module();
         cuda_backend_options opt = {.device = cuda_ordinal, .allow_tf32 = precision == PRECISION_TF32,
-                                    .deterministic = deterministic};
+                                    .deterministic = deterministic, .blocking_wait = blocking_wait};
         st = m ? m->backend_create(&opt, run_graph, &s->backend) : CINFER_ERR_UNSUPPORTED;
         if (st != CINFER_OK) core_error_prefix(st, "device '%s': ", device);
     } else {
@@ -840,11 +844,25 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
     backend *b = session->backend;
     cinfer_status (*copy_in)(backend *, void *, const void *, size_t) =
         caller_on_device ? b->iface->copy_on_device : b->iface->copy_to_device;
+    /* device-resident inputs go in one batch call where the backend has one (up to RUN_BATCH_COPIES of them) */
+    enum { RUN_BATCH_COPIES = 64 };
+    void *dsts[RUN_BATCH_COPIES];
+    const void *srcs[RUN_BATCH_COPIES];
+    size_t sizes[RUN_BATCH_COPIES], batched = 0;
+    bool batch = caller_on_device && b->iface->copy_on_device_batch && g->num_inputs <= RUN_BATCH_COPIES;
     for (int i = 0; i < g->num_inputs; i++) {
         const tensor *t = &p->values[g->inputs[i]];
         if (g->values[g->inputs[i]].value_needed || !t->data) continue;
-        CINFER_TRY(copy_in(b, t->data, bound[i]->data, tensor_nbytes(t)));
+        size_t nb = tensor_nbytes(t);
+        if (batch && nb) {
+            dsts[batched] = t->data;
+            srcs[batched] = bound[i]->data;
+            sizes[batched++] = nb;
+        } else if (!batch) {
+            CINFER_TRY(copy_in(b, t->data, bound[i]->data, nb));
+        }
     }
+    if (batched) CINFER_TRY(b->iface->copy_on_device_batch(b, dsts, srcs, sizes, batched));
     CINFER_TRY(run_device_nodes(session, p));
     for (int k = 0; k < g->num_outputs; k++) {
         int v = g->outputs[k];

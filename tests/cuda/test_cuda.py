@@ -152,6 +152,19 @@ def test_run_matches_cpu_and_counts_copies(lib, gpus):
         assert st.host_to_device_bytes == x.nbytes and st.device_to_host_bytes == ref.nbytes
 
 
+def test_blocking_wait_gives_the_same_results(lib, gpus):
+    """gpu_wait=block (the server's GPU instances) waits on a blocking event instead of spinning: the same outputs
+    as the spinning session, bit for bit, at several batches; a bad value is refused with its name."""
+    need_gpu(gpus)
+    data = mlp_model()
+    spin, block = Session(lib, data, device="cuda:0"), Session(lib, data, device="cuda:0", options={"gpu_wait": "block"})
+    for batch in (1, 33, 256):
+        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        np.testing.assert_array_equal(block.run({"x": x})[0], spin.run({"x": x})[0])
+    with pytest.raises(CinferError, match="session option 'gpu_wait': 'sleep' is not spin or block"):
+        Session(lib, data, device="cuda:0", options={"gpu_wait": "sleep"})
+
+
 def test_weights_shared_and_memory_returns(lib, gpus):
     """Sessions of one model share one weights upload; after they go, allocated bytes return to the baseline."""
     need_gpu(gpus)

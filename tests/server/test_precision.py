@@ -1,4 +1,5 @@
-"""Engine precision per model: the config parameters cinfer_precision / cinfer_deterministic / cinfer_cuda_graphs and
+"""Engine precision per model: the config parameters cinfer_precision / cinfer_deterministic / cinfer_cuda_graphs (and
+cinfer_gpu_wait, checked here) and
 the --precision flag reach the engine; the wire keeps the model's dtypes; a bad value fails that model's load with the
 engine's message while the others serve."""
 import numpy as np
@@ -23,11 +24,16 @@ def test_config_and_flag_choose_the_precision(start_server, tmp_path):
     write_model(repo, "fp16", {1: mlp_model()}, params(cinfer_precision="fp16", cinfer_deterministic="1"))
     write_model(repo, "bf16", {1: mlp_model()}, params(cinfer_precision="bf16", cinfer_cuda_graphs="0"))
     write_model(repo, "bad", {1: mlp_model()}, params(cinfer_precision="fp8"))
+    write_model(repo, "spin", {1: mlp_model()}, params(cinfer_gpu_wait="spin"))  # the server's default is block
+    write_model(repo, "bad_wait", {1: mlp_model()}, params(cinfer_gpu_wait="poll"))
     write_model(repo, "nographs", {1: mlp_model()}, "optimization { cuda { graphs: false } }\n")
     s = start_server(repo, "--strict-readiness", "false")
     c = httpclient.InferenceServerClient(s.url)
     index = {m["name"]: m for m in c.get_model_repository_index()}
     assert index["bad"]["state"] == "UNAVAILABLE" and "'fp8' is not fp32, tf32, fp16 or bf16" in index["bad"]["reason"]
+    assert index["bad_wait"]["state"] == "UNAVAILABLE"
+    assert "session option 'gpu_wait': 'poll' is not spin or block" in index["bad_wait"]["reason"]
+    assert index["spin"]["state"] == "READY"
     x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
     ref = probs(c, "fp32", x)
     for name, tol in (("fp16", 2e-3), ("bf16", 2e-2)):

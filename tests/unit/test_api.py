@@ -35,6 +35,18 @@ def test_runs_and_matches_numpy(lib):
     np.testing.assert_allclose(s.run([x])[0], y)
 
 
+def test_gpu_wait_option_is_checked(lib):
+    """gpu_wait (spin|block) is a GPU session's choice; a CPU session accepts and ignores it, a bad value is refused
+    by name."""
+    x = np.random.randn(2, 4).astype(np.float32)
+    want = Session(lib, add_relu_model().SerializeToString()).run({"x": x})[0]
+    for v in ("spin", "block"):
+        s = Session(lib, add_relu_model().SerializeToString(), options={"gpu_wait": v})
+        np.testing.assert_array_equal(s.run({"x": x})[0], want)
+    with pytest.raises(CinferError, match="session option 'gpu_wait': 'yield' is not spin or block"):
+        Session(lib, add_relu_model().SerializeToString(), options={"gpu_wait": "yield"})
+
+
 def test_misaligned_input_data(lib):
     """Inputs need not be aligned to their element size (a binary tensor right after a JSON header is not)."""
     s = Session(lib, add_relu_model().SerializeToString())

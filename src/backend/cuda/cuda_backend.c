@@ -44,6 +44,7 @@ typedef struct cuda_backend_ctx {
     uint64_t scratch_generation; /* bumped when the scratch buffer moves: graphs captured before are stale */
     bool capturing;
     cudaEvent_t join_event; /* orders the session's stream against a caller's (run_device), made on first use */
+    cudaEvent_t wait_event; /* gpu_wait "block": a blocking-sync event the end-of-run wait sleeps on; else NULL */
     bool sync_each_node;
     const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
 } cuda_backend_ctx;
@@ -168,7 +169,9 @@ static cinfer_status staging_reserve(cuda_backend_ctx *c, staging_buffer *s, siz
 static cinfer_status flush_to_host(cuda_backend_ctx *c);
 
 static cinfer_status stream_sync(cuda_backend_ctx *c) {
-    return cuda_check(c->dev->ordinal, cudaStreamSynchronize(c->exec.stream), "cudaStreamSynchronize");
+    if (!c->wait_event) return cuda_check(c->dev->ordinal, cudaStreamSynchronize(c->exec.stream), "cudaStreamSynchronize");
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventRecord(c->wait_event, c->exec.stream), "cudaEventRecord"));
+    return cuda_check(c->dev->ordinal, cudaEventSynchronize(c->wait_event), "cudaEventSynchronize");
 }
 
 static cinfer_status staging_reserve(cuda_backend_ctx *c, staging_buffer *s, size_t bytes) {
@@ -259,6 +262,24 @@ static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src,
     if (!bytes) return CINFER_OK;
     return cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->exec.stream),
                       "device-to-device copy");
+}
+
+/* cudaMemcpyBatchAsync (CUDA 12.8+): the copies in stream order, one call; where the driver refuses it, one
+ * cudaMemcpyAsync each. */
+static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
+                                               size_t n) {
+    cuda_backend_ctx *c = b->context;
+    if (!n) return CINFER_OK;
+    struct cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream; /* the sources may be written by earlier stream work */
+    size_t first = 0;
+    cudaError_t err = cudaMemcpyBatchAsync(dst, (const void **)src, bytes, n, &attr, &first, 1, c->exec.stream);
+    if (err != cudaErrorNotSupported && err != cudaErrorCallRequiresNewerDriver)
+        return cuda_check(c->dev->ordinal, err, "device-to-device batch copy");
+    (void)cudaGetLastError(); /* not a fault: the per-copy path follows */
+    for (size_t i = 0; i < n; i++) CINFER_TRY(cuda_copy_on_device(b, dst[i], src[i], bytes[i]));
+    return CINFER_OK;
 }
 
 /* An event recorded on one stream and waited for on the other: neither the host nor the GPU blocks more than
@@ -437,6 +458,7 @@ static void cuda_free(backend *b) {
         if (c->stream_id > 0) cuda_device_remove_stream(c->dev, c->stream_id);
         if (c->exec.stream) cudaStreamDestroy(c->exec.stream);
         if (c->join_event) cudaEventDestroy(c->join_event);
+        if (c->wait_event) cudaEventDestroy(c->wait_event);
         free(c->pending);
         free(c);
     }
@@ -452,6 +474,7 @@ static const struct backend_i cuda_iface = {
     .copy_to_device = cuda_copy_to_device,
     .copy_to_host = cuda_copy_to_host,
     .copy_on_device = cuda_copy_on_device,
+    .copy_on_device_batch = cuda_copy_on_device_batch,
     .join_stream = cuda_join_stream,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
@@ -497,6 +520,9 @@ cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *
         if (c->stream_id < 0)
             st = core_error(CINFER_ERR_UNSUPPORTED, "cuda:%d: more than %d sessions at once", d->ordinal, CUDA_MAX_STREAMS - 1);
     }
+    if (st == CINFER_OK && opt->blocking_wait)
+        st = cuda_check(d->ordinal, cudaEventCreateWithFlags(&c->wait_event, cudaEventBlockingSync | cudaEventDisableTiming),
+                        "cudaEventCreate");
     if (st == CINFER_OK) {
         cublasStatus_t bs = cublasLtCreate(&c->exec.lt);
         if (bs != CUBLAS_STATUS_SUCCESS) st = core_error(CINFER_ERR_RUNTIME, "cuda:%d: cublasLtCreate failed (status %d)", d->ordinal, (int)bs);
