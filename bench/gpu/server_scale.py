@@ -37,7 +37,7 @@ ONNX_TO_TRITON = {1: "TYPE_FP32", 10: "TYPE_FP16", 16: "TYPE_BF16", 11: "TYPE_FP
                   2: "TYPE_UINT8", 3: "TYPE_INT8", 9: "TYPE_BOOL"}
 
 
-def write_repo(repo, onnx_path, name, kind, precision, max_batch, preferred, delay_us):
+def write_repo(repo, onnx_path, name, kind, precision, max_batch, preferred, delay_us, gpu_wait):
     m = onnx.load(str(onnx_path), load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
 
@@ -67,6 +67,7 @@ max_batch_size: {max_batch}
 instance_group [{{ kind: {"KIND_GPU" if kind == "gpu" else "KIND_CPU"} }}]
 dynamic_batching {{ preferred_batch_size: {preferred} max_queue_delay_microseconds: {delay_us} }}
 parameters {{ key: "cinfer_precision" value: {{ string_value: "{precision}" }} }}
+parameters {{ key: "cinfer_gpu_wait" value: {{ string_value: "{gpu_wait}" }} }}
 {chr(10).join(warm)}
 """
     (repo / name / "config.pbtxt").write_text(cfg)
@@ -123,7 +124,8 @@ def diff(after, before):
 
 def run_placement(args, label, visible, work):
     repo = work / f"repo-{label}"
-    write_repo(repo, args.onnx, args.name, args.kind, args.precision, args.max_batch, args.preferred, args.delay_us)
+    write_repo(repo, args.onnx, args.name, args.kind, args.precision, args.max_batch, args.preferred, args.delay_us,
+               args.gpu_wait)
     port, mport = free_port(), free_port()
     env = dict(os.environ)
     if visible is not None:
@@ -234,6 +236,8 @@ def main():
                     help="preferred_batch_size: small enough that a GPU's two lanes (docs/server.md) each get a batch "
                          "at concurrency 64")
     ap.add_argument("--delay-us", type=int, default=2000)
+    ap.add_argument("--gpu-wait", choices=["spin", "block"], default="spin",
+                    help="config parameter cinfer_gpu_wait: how a lane waits for its GPU (docs/server.md)")
     ap.add_argument("--requests", type=int, default=8000)
     ap.add_argument("--trials", type=int, default=6)
     ap.add_argument("--stability", type=int, default=25)
@@ -259,7 +263,8 @@ def main():
                "offline_items_per_s": offline, "offline_detail": detail}, open(args.out / "result.json", "w"), indent=1)
 
     print(f"model {args.onnx.name} ({args.precision}), {args.kind} instances, system shared memory, "
-          f"max_batch_size {args.max_batch}, preferred {args.preferred}, delay {args.delay_us} us\n")
+          f"max_batch_size {args.max_batch}, preferred {args.preferred}, delay {args.delay_us} us, "
+          f"gpu_wait {args.gpu_wait}\n")
     print("| placement | concurrency | infer/s | p50 ms | p99 ms | mean batch | GPU utilisation % (per GPU) | "
           "executions per instance | queue / gather / run / scatter ms | server CPU us / inference |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -188,7 +188,7 @@ void cinfer_cuda_host_free(int device, void *p);
  * cinfer_run_stats.graph_fallbacks);
  * "gpu_wait" = "spin" (default) | "block" (GPU sessions): how a run waits for its stream at the end: spinning
  * (lowest latency; a core busy for the whole GPU time) or sleeping on a blocking CUDA event (the core is free for
- * other work; the wake-up adds some microseconds). cinfer-server's GPU instances block (docs/server.md);
+ * other work; the wake-up adds some microseconds); cinfer-server: config parameter cinfer_gpu_wait;
  * "deterministic" = "1": only algorithms whose results are bitwise identical run to run (GPU: deterministic
  * cuDNN algorithms, no split reductions with atomics; the CPU backend always is);
  * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);

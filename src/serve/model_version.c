@@ -572,17 +572,13 @@ static void apply_test_slowdown(model_version *mv) {
     }
 }
 
-/* The session options of the model's instances: gpu_wait "block", threads, the server's --precision, then the
- * config's engine parameters (MODEL_PARAM_SESSION_PREFIX + precision/deterministic/cuda_graphs/gpu_wait), which
- * win. Returns the count. */
+/* The session options of the model's instances: threads, the server's --precision, then the config's engine
+ * parameters (MODEL_PARAM_SESSION_PREFIX + precision/deterministic/cuda_graphs/gpu_wait), which win. Returns the
+ * count. */
 static size_t session_options(const model_version *mv, const model_load_options *opt, char *threads, size_t threads_len,
                               const char **keys, const char **vals) {
     static const char *const engine_options[] = {"precision", "deterministic", "cuda_graphs", "gpu_wait", NULL};
     size_t n = 0;
-    /* a worker sleeps while its GPU computes instead of spinning a core (cinfer_gpu_wait "spin" for the lowest
-     * latency); CPU sessions ignore it */
-    keys[n] = "gpu_wait";
-    vals[n++] = "block";
     if (opt->threads > 0) {
         snprintf(threads, threads_len, "%d", opt->threads);
         keys[n] = "threads";

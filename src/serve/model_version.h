@@ -26,7 +26,7 @@ typedef struct model_load_options {
 
 /* Config parameters passed to the engine as session options (docs/server.md): MODEL_PARAM_SESSION_PREFIX + an
  * engine option name, e.g. "cinfer_precision" -> "precision" (fp32|tf32|fp16|bf16), "cinfer_deterministic",
- * "cinfer_cuda_graphs", "cinfer_gpu_wait" (spin|block; the server's default is block). The engine checks the
+ * "cinfer_cuda_graphs", "cinfer_gpu_wait" (spin|block). The engine checks the
  * values; a bad one fails the load with its message. */
 #define MODEL_PARAM_SESSION_PREFIX "cinfer_"
 #define MODEL_MAX_SESSION_OPTIONS 8

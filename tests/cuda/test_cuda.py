@@ -153,7 +153,7 @@ def test_run_matches_cpu_and_counts_copies(lib, gpus):
 
 
 def test_blocking_wait_gives_the_same_results(lib, gpus):
-    """gpu_wait=block (the server's GPU instances) waits on a blocking event instead of spinning: the same outputs
+    """gpu_wait=block (cinfer-server: cinfer_gpu_wait) waits on a blocking event instead of spinning: the same outputs
     as the spinning session, bit for bit, at several batches; a bad value is refused with its name."""
     need_gpu(gpus)
     data = mlp_model()

@@ -24,7 +24,7 @@ def test_config_and_flag_choose_the_precision(start_server, tmp_path):
     write_model(repo, "fp16", {1: mlp_model()}, params(cinfer_precision="fp16", cinfer_deterministic="1"))
     write_model(repo, "bf16", {1: mlp_model()}, params(cinfer_precision="bf16", cinfer_cuda_graphs="0"))
     write_model(repo, "bad", {1: mlp_model()}, params(cinfer_precision="fp8"))
-    write_model(repo, "spin", {1: mlp_model()}, params(cinfer_gpu_wait="spin"))  # the server's default is block
+    write_model(repo, "spin", {1: mlp_model()}, params(cinfer_gpu_wait="block"))
     write_model(repo, "bad_wait", {1: mlp_model()}, params(cinfer_gpu_wait="poll"))
     write_model(repo, "nographs", {1: mlp_model()}, "optimization { cuda { graphs: false } }\n")
     s = start_server(repo, "--strict-readiness", "false")
