@@ -1,6 +1,6 @@
 """cinfer with torch tensors for the benchmark (bench/gpu/compare_pytorch.py): device-resident runs through
 cinfer_session_run_device / cinfer_session_output_info (torch tensors' data_ptr(), torch's current stream) and
-host runs through cinfer_session_run, on top of tests/python/cinfer_ctypes.py.
+host runs through cinfer_session_run_into (into the caller's pinned outputs), on top of tests/python/cinfer_ctypes.py.
 
 The ctypes tensor arrays of a run are built once per set of buffers (DeviceRun) so the timed call is one ctypes
 call, as a C caller would make it.
@@ -66,34 +66,9 @@ class DeviceSession(Session):
         """A DeviceRun on these buffers; stream: a torch.cuda.Stream or None (the legacy default stream; CPU)."""
         return DeviceRun(self, inputs, outputs, stream)
 
-    def run_host(self, inputs):
-        """cinfer_session_run on host torch tensors (pinned or not): host outputs as torch tensors (copied out of
-        cinfer's buffers, which are freed)."""
-        ins, _keep = _tensor_array(inputs, self.input_names)
-        outs = (Tensor * max(1, self.num_outputs))()
-        self.lib.check(self.lib.lib.cinfer_session_run(self.session, ins, len(inputs), outs, self.num_outputs))
-        return self._take_host_outputs(outs)
-
-    def run_host_raw(self, ins, outs):
-        """The bare host-api call on prebuilt arrays (timed loops); free outputs with free_outputs."""
-        self.lib.check(self.lib.lib.cinfer_session_run(self.session, ins, len(ins), outs, self.num_outputs))
-
-    def free_outputs(self, outs):
-        for k in range(self.num_outputs):
-            self.lib.lib.cinfer_tensor_free_data(ctypes.byref(outs[k]))
-
-    def _take_host_outputs(self, outs):
-        res = []
-        for k in range(self.num_outputs):
-            t = outs[k]
-            shape = tuple(t.dims[d] for d in range(t.ndim))
-            dt = DTYPE_TO_TORCH[t.dtype]
-            out = torch.empty(shape, dtype=dt)
-            if out.numel():
-                ctypes.memmove(out.data_ptr(), t.data, out.numel() * out.element_size())
-            self.lib.lib.cinfer_tensor_free_data(ctypes.byref(outs[k]))
-            res.append(out)
-        return res
+    def run_into_raw(self, ins, outs):
+        """cinfer_session_run_into on prebuilt arrays: the outputs land in the caller's tensors (pinned: by DMA)."""
+        self.lib.check(self.lib.lib.cinfer_session_run_into(self.session, ins, len(ins), outs, self.num_outputs))
 
 
 class DeviceRun:

@@ -45,8 +45,8 @@ NOTE = ("fp32 rows: TF32 off on both sides; tf32: on. fp16/bf16 rows: PyTorch ru
         "the session option precision=fp16/bf16; so both sides take and return fp32. device = inputs and outputs "
         "already in device memory (torch tensors; cinfer_session_run_device on the same stream); pinned = pinned "
         "host inputs copied in, run, outputs copied out to pinned host memory (cinfer: the same torch copies around "
-        "cinfer_session_run_device); pinned-hostapi = cinfer_session_run on the pinned inputs (cinfer copies and "
-        "returns host outputs), against PyTorch's pinned row. Each repeat: fresh random inputs, device synchronised, "
+        "cinfer_session_run_device); pinned-hostapi = cinfer_session_run_into from the pinned inputs into the pinned outputs (cinfer makes the "
+        "copies in and out), against PyTorch's pinned row. Each repeat: fresh random inputs, device synchronised, "
         "then the region timed with CUDA events on one stream; median of the repeats. b1 rows show ms, larger "
         "batches items/s. speedup = best PyTorch time / cinfer time; the gate needs cinfer faster than eager and "
         "CUDA Graphs. PyTorch runs with cudnn.benchmark on. torch.compile is not run here (minutes of compile; GPU.md has its figures).")
@@ -374,13 +374,12 @@ class Runner:
                 host_row = dict(row, metric="pinned-hostapi", eager_ms=pin_row.get("eager_ms"),
                                 graphs_ms=pin_row.get("graphs_ms"))
                 try:
-                    from cinfer_device import _tensor_array, Tensor  # noqa: PLC0415 - prebuilt arrays for the timed call
+                    from cinfer_device import _tensor_array  # noqa: PLC0415 - prebuilt arrays for the timed call
                     ins, _keep = _tensor_array(pin_in, spec.input_names)
-                    outs = (Tensor * max(1, sess.num_outputs))()
-                    host_row["cinfer_ms"] = bench.time(lambda: sess.run_host_raw(ins, outs),
-                                                       lambda: (sess.free_outputs(outs), prepare_pinned()))
-                    sess.free_outputs(outs)
-                    got = sess.run_host(pin_in)
+                    outs, _okeep = _tensor_array(pin_out)  # the same pinned outputs PyTorch's pinned row fills
+                    host_row["cinfer_ms"] = bench.time(lambda: sess.run_into_raw(ins, outs), prepare_pinned)
+                    sess.run_into_raw(ins, outs)
+                    got = [o.clone() for o in pin_out]
                     if run is not None:  # pin_in holds what inputs hold (prepare_pinned copied them)
                         host_row["hostapi_vs_device_err"] = rel_err(got, _run_device_copy(run, ci_out, bench))
                 except Exception as e:  # noqa: BLE001
@@ -449,14 +448,12 @@ class Runner:
                     self.error(f"{where} {key}", e, side)
         self.add_row(row)
         if sess is not None:
-            from cinfer_device import _tensor_array, Tensor  # noqa: PLC0415
-            arrays = [_tensor_array(pi, spec.input_names) for pi, _ in pins]
-            outs = (Tensor * max(1, sess.num_outputs))()
+            from cinfer_device import _tensor_array  # noqa: PLC0415
+            arrays = [(_tensor_array(pi, spec.input_names)[0], _tensor_array(po)[0]) for pi, po in pins]
 
             def host_loop():
                 for i in range(n):
-                    sess.run_host_raw(arrays[i % 2][0], outs)
-                    sess.free_outputs(outs)
+                    sess.run_into_raw(*arrays[i % 2])
             hrow = dict(row, metric="stream-hostapi", cinfer_ms=None)
             try:
                 hrow["cinfer_ms"] = bench.time(host_loop, repeats=reps) / n

@@ -245,6 +245,14 @@ typedef struct cinfer_run_stats {
 } cinfer_run_stats;
 cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
 
+/* cinfer_session_run with the caller's output buffers: outputs[i] describe what the model produces for these
+ * inputs (dtype, ndim, dims: cinfer_session_output_info fills them; a mismatch is refused naming the output, what
+ * the inputs give and what was described) and point to enough host memory, which the run fills; nothing is
+ * allocated and nothing is to be freed. On a GPU, page-locked buffers (cinfer_cuda_host_alloc, cudaHostAlloc) are
+ * filled by DMA straight from device memory; pageable ones through the staging buffer. */
+cinfer_status cinfer_session_run_into(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                      cinfer_tensor *outputs, size_t num_outputs);
+
 /* Device-resident io: inputs and outputs already in the session's memory (CUDA device pointers on the session's
  * device; host pointers for "cpu"), so nothing crosses PCIe. outputs[i] describe what the model produces for
  * these inputs (dtype, ndim, dims: cinfer_session_output_info fills them) and point to enough memory. The work is

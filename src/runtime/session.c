@@ -687,7 +687,9 @@ static cinfer_status plan_memory_locked(cinfer_session *session, const cinfer_te
 }
 
 static cinfer_status session_run_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                        cinfer_tensor *outputs, size_t num_outputs);
+                                        cinfer_tensor *outputs, size_t num_outputs, bool caller_outputs);
+static cinfer_status check_device_outputs(const cinfer_session *s, const plan *p, const cinfer_tensor *outputs,
+                                          size_t num_outputs, const char *fn);
 
 #define GUARD_PATTERN 0xA5
 
@@ -920,18 +922,30 @@ cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *i
                                  cinfer_tensor *outputs, size_t num_outputs) {
     if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: session is NULL");
     pthread_mutex_lock(&session->lock);
-    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs);
+    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs, false);
     pthread_mutex_unlock(&session->lock);
     return st;
 }
 
+cinfer_status cinfer_session_run_into(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                      cinfer_tensor *outputs, size_t num_outputs) {
+    if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run_into: session is NULL");
+    pthread_mutex_lock(&session->lock);
+    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs, true);
+    pthread_mutex_unlock(&session->lock);
+    return st;
+}
+
+/* caller_outputs: the caller's buffers, described as cinfer_session_output_info gives them, take the outputs
+ * (cinfer_session_run_into); else fresh buffers are allocated and handed over. */
 static cinfer_status session_run_locked(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                        cinfer_tensor *outputs, size_t num_outputs) {
+                                        cinfer_tensor *outputs, size_t num_outputs, bool caller_outputs) {
+    const char *fn = caller_outputs ? "cinfer_session_run_into" : "cinfer_session_run";
     if (!session || (!inputs && num_inputs) || (!outputs && num_outputs))
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: NULL argument");
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     const graph *g = session->graph;
     if (num_outputs != (size_t)g->num_outputs)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: room for %zu outputs given, the model has %d",
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: room for %zu outputs given, the model has %d", fn,
                           num_outputs, g->num_outputs);
     if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
     const cinfer_tensor *bound[256];
@@ -941,12 +955,14 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
     backend *b = session->backend;
 
     bool on_device = !b->iface->host_memory;
-    /* per run: caller inputs (a host backend reads them in place), fresh output buffers */
-    if (!on_device) CINFER_TRY(bind_host_inputs(session, p, bound));
-    for (size_t k = 0; k < num_outputs; k++) memset(&outputs[k], 0, sizeof outputs[k]);
     if (g->num_outputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model outputs");
+    if (caller_outputs) CINFER_TRY(check_device_outputs(session, p, outputs, num_outputs, fn));
+    /* per run: caller inputs (a host backend reads them in place), fresh output buffers unless the caller's */
+    if (!on_device) CINFER_TRY(bind_host_inputs(session, p, bound));
+    if (!caller_outputs)
+        for (size_t k = 0; k < num_outputs; k++) memset(&outputs[k], 0, sizeof outputs[k]);
     cinfer_status st = CINFER_OK;
-    for (int k = 0; k < g->num_outputs; k++) {
+    for (int k = 0; k < g->num_outputs && !caller_outputs; k++) {
         int v = g->outputs[k];
         tensor *t = &p->values[v];
         outputs[k].name = g->values[v].name;
@@ -974,7 +990,7 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
     if (st != CINFER_OK) goto fail;
     return CINFER_OK;
 fail:
-    for (size_t k = 0; k < num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
+    for (size_t k = 0; k < num_outputs && !caller_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
     return st;
 }
 
@@ -1021,11 +1037,11 @@ cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t 
 
 /* Matches `outputs` (caller-described) against the plan's outputs: dtype, shape, and room (data non-NULL). */
 static cinfer_status check_device_outputs(const cinfer_session *s, const plan *p, const cinfer_tensor *outputs,
-                                          size_t num_outputs) {
+                                          size_t num_outputs, const char *fn) {
     const graph *g = s->graph;
     if (num_outputs != (size_t)g->num_outputs)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run_device: %zu outputs given, the model has %d",
-                          num_outputs, g->num_outputs);
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: %zu outputs given, the model has %d", fn, num_outputs,
+                          g->num_outputs);
     for (int k = 0; k < g->num_outputs; k++) {
         const tensor *t = &p->values[g->outputs[k]];
         const cinfer_tensor *o = &outputs[k];
@@ -1094,7 +1110,7 @@ cinfer_status cinfer_session_run_device(cinfer_session *session, const cinfer_te
     const cinfer_tensor *bound[256];
     plan *p = NULL;
     cinfer_status st = bind_device_run(session, inputs, num_inputs, true, bound, &p);
-    if (st == CINFER_OK) st = check_device_outputs(session, p, outputs, num_outputs);
+    if (st == CINFER_OK) st = check_device_outputs(session, p, outputs, num_outputs, "cinfer_session_run_device");
     if (st == CINFER_OK && b->iface->host_memory) { /* host backends: "device memory" is host memory */
         st = bind_host_inputs(session, p, bound);
         if (st == CINFER_OK && b->iface->begin_run) st = b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run");

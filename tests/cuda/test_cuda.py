@@ -139,6 +139,28 @@ def test_pinned_host_memory_feeds_a_run(lib, gpus):
         lib.lib.cinfer_cuda_host_free(0, p)
 
 
+def test_run_into_pinned_and_pageable_outputs(lib, gpus):
+    """cinfer_session_run_into on a GPU: outputs land in the caller's page-locked buffer (DMA from device memory)
+    or ordinary one (through the staging buffer) with the CPU's values; one device-to-host copy either way."""
+    need_gpu(gpus)
+    data = mlp_model()
+    cpu, gpu = Session(lib, data, device="cpu"), Session(lib, data, device="cuda:0")
+    x = np.random.default_rng(5).standard_normal((64, 16)).astype(np.float32)
+    want = cpu.run({"x": x})[0]
+    p = ctypes.c_void_p()
+    lib.check(lib.lib.cinfer_cuda_host_alloc(0, want.nbytes, ctypes.byref(p)))
+    try:
+        pinned = np.ctypeslib.as_array((ctypes.c_float * want.size).from_address(p.value)).reshape(want.shape)
+        for out in (pinned, np.empty_like(want)):
+            out[:] = np.nan
+            gpu.run_into({"x": x}, [out])
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+            st = gpu.last_run_stats()
+            assert (st.device_to_host_copies, st.device_to_host_bytes) == (1, want.nbytes)
+    finally:
+        lib.lib.cinfer_cuda_host_free(0, p)
+
+
 def test_run_matches_cpu_and_counts_copies(lib, gpus):
     need_gpu(gpus)
     data = mlp_model()

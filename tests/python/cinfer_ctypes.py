@@ -88,6 +88,8 @@ class Library:
         L.cinfer_session_free.argtypes = [ctypes.c_void_p]
         L.cinfer_session_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
                                          ctypes.POINTER(Tensor), ctypes.c_size_t]
+        L.cinfer_session_run_into.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
+                                              ctypes.POINTER(Tensor), ctypes.c_size_t]
         L.cinfer_tensor_free_data.argtypes = [ctypes.POINTER(Tensor)]
         L.cinfer_num_supported_ops.restype = ctypes.c_size_t
         L.cinfer_supported_op.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
@@ -161,8 +163,25 @@ class Session:
             raise
         self.num_outputs = lib.lib.cinfer_model_num_outputs(self.model)
 
-    def run(self, feeds):
-        """feeds: dict name -> numpy array (or list in model input order). Returns list of numpy arrays."""
+    def run_into(self, feeds, outputs):
+        """cinfer_session_run_into: feeds as for run; outputs: one numpy array per model output (C-contiguous,
+        writable), filled in place; dtype and shape describe the buffer to the engine."""
+        ins, keep, n = self._input_tensors(feeds)
+        outs = (Tensor * max(1, len(outputs)))()
+        for k, arr in enumerate(outputs):
+            if not (arr.flags.c_contiguous and arr.flags.writeable):
+                raise ValueError("output arrays must be C-contiguous and writable")
+            outs[k].dtype = NP_TO_DTYPE[arr.dtype]
+            outs[k].ndim = arr.ndim
+            for d in range(arr.ndim):
+                outs[k].dims[d] = arr.shape[d]
+            outs[k].data = arr.ctypes.data if arr.size else None
+        self.lib.check(self.lib.lib.cinfer_session_run_into(self.session, ins, n, outs, len(outputs)))
+        del keep
+        return outputs
+
+    def _input_tensors(self, feeds):
+        """The cinfer_tensor array for feeds, the objects that must outlive the call, and the count."""
         items = list(feeds.items()) if isinstance(feeds, dict) else [(None, a) for a in feeds]
         arrays, names = [], []
         ins = (Tensor * max(1, len(items)))()
@@ -178,8 +197,14 @@ class Session:
             for d in range(arr.ndim):
                 ins[i].dims[d] = arr.shape[d]
             ins[i].data = arr.ctypes.data if arr.size else None
+        return ins, (arrays, names), len(items)
+
+    def run(self, feeds):
+        """feeds: dict name -> numpy array (or list in model input order). Returns list of numpy arrays."""
+        ins, keep, n = self._input_tensors(feeds)
         outs = (Tensor * max(1, self.num_outputs))()
-        self.lib.check(self.lib.lib.cinfer_session_run(self.session, ins, len(items), outs, self.num_outputs))
+        self.lib.check(self.lib.lib.cinfer_session_run(self.session, ins, n, outs, self.num_outputs))
+        del keep
         results = []
         for k in range(self.num_outputs):
             t = outs[k]

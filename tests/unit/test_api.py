@@ -47,6 +47,30 @@ def test_gpu_wait_option_is_checked(lib):
         Session(lib, add_relu_model().SerializeToString(), options={"gpu_wait": "yield"})
 
 
+def test_run_into_fills_the_callers_buffers(lib):
+    """cinfer_session_run_into writes the outputs into the caller's arrays (the same values as cinfer_session_run),
+    at two batch sizes in turn; a buffer described with the wrong shape or dtype, or the wrong number of them, is
+    refused naming the output, what the inputs give and what was described, and the buffer is left alone."""
+    s = Session(lib, add_relu_model().SerializeToString())
+    for rows in (3, 8, 3):
+        x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
+        want = s.run({"x": x})[0]
+        out = np.full((rows, 4), np.nan, np.float32)
+        s.run_into({"x": x}, [out])
+        np.testing.assert_array_equal(out, want)
+    x = np.ones((3, 4), np.float32)
+    wrong = np.full((4, 4), 7, np.float32)
+    with pytest.raises(CinferError, match=r"output 'y': these inputs give float32 \[3,4\], the caller's buffer is "
+                                          r"described as float32 \[4,4\]"):
+        s.run_into({"x": x}, [wrong])
+    assert (wrong == 7).all()
+    with pytest.raises(CinferError, match=r"output 'y': these inputs give float32 \[3,4\], the caller's buffer is "
+                                          r"described as float64 \[3,4\]"):
+        s.run_into({"x": x}, [np.zeros((3, 4), np.float64)])
+    with pytest.raises(CinferError, match="cinfer_session_run_into: room for 2 outputs given, the model has 1"):
+        s.run_into({"x": x}, [np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32)])
+
+
 def test_misaligned_input_data(lib):
     """Inputs need not be aligned to their element size (a binary tensor right after a JSON header is not)."""
     s = Session(lib, add_relu_model().SerializeToString())
