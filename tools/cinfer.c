@@ -498,6 +498,7 @@ static int cmd_bench(const cli_options *o) {
     }
     for (size_t i = 0; gpu >= 0 && i < ni; i++) {
         size_t bytes = numel_of(&inputs[i]) * cinfer_dtype_size(inputs[i].dtype);
+        if (!cinfer_dtype_size(inputs[i].dtype)) continue; /* strings: no flat bytes to pin */
         if (cinfer_cuda_host_alloc(gpu, bytes ? bytes : 1, &pinned[i]) != CINFER_OK) continue; /* pageable then */
         memcpy(pinned[i], inputs[i].data, bytes);
     }

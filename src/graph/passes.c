@@ -354,19 +354,23 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
     return CINFER_OK;
 }
 
-/* Conv followed by Relu (the Conv output used by nothing else): the Conv applies the Relu itself while its
- * output is in cache, marked by the internal attribute "cinfer_fused_relu" that every backend's Conv honours. */
-static cinfer_status fuse_conv_relu(graph *g) {
+/* Conv or Gemm followed by Relu (its output used by nothing else): the Conv or Gemm applies the Relu
+ * itself while its output is in cache (a GPU Gemm in cuBLASLt's RELU / RELU_BIAS epilogue), marked by the
+ * internal attribute "cinfer_fused_relu" that every backend's Conv and Gemm honour. max(0, .) commutes with the
+ * rounding to a half type, so the result is the same bits. */
+static cinfer_status fuse_relu(graph *g) {
     for (int i = 0; i < g->num_nodes; i++) {
         graph_node *relu = &g->nodes[i];
         if (relu->removed || strcmp(relu->op_type, "Relu") != 0 || relu->num_inputs != 1 || relu->inputs[0] < 0) continue;
         int y = relu->inputs[0];
         const graph_value *yv = &g->values[y];
         if (yv->producer < 0 || yv->num_consumers != 1 || yv->is_output) continue;
-        graph_node *conv = &g->nodes[yv->producer];
-        if (conv->removed || strcmp(conv->op_type, "Conv") != 0 || graph_node_attr(conv, "cinfer_fused_relu")) continue;
-        CINFER_TRY(graph_node_add_int_attr(conv, "cinfer_fused_relu", 1));
-        conv->outputs[0] = relu->outputs[0];
+        graph_node *p = &g->nodes[yv->producer];
+        if (p->removed || (strcmp(p->op_type, "Conv") != 0 && strcmp(p->op_type, "Gemm") != 0) ||
+            graph_node_attr(p, "cinfer_fused_relu"))
+            continue;
+        CINFER_TRY(graph_node_add_int_attr(p, "cinfer_fused_relu", 1));
+        p->outputs[0] = relu->outputs[0];
         relu->removed = true;
         graph_recount_uses(g);
     }
@@ -472,8 +476,9 @@ cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(remove_identities(g));
     CINFER_TRY(fold_constants(g));
     CINFER_TRY(fold_conv_batchnorm(g));
-    CINFER_TRY(fuse_conv_relu(g));
+    CINFER_TRY(fuse_relu(g));
     CINFER_TRY(graph_fuse(g));
+    CINFER_TRY(fuse_relu(g)); /* the Gemms graph_fuse made from MatMul + bias */
     remove_dead_nodes(g);
     graph_compact(g);
     mark_value_needed(g);

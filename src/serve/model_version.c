@@ -105,22 +105,27 @@ static void oom_report(model_instance *inst, const batcher_batch *b, const char 
              b->total, b->n, detail, alloc);
 }
 
-/* Sets the instance's batch cap (0 = none) and tells the scheduler (for each of its lanes). */
-static void set_cap(model_instance *inst, int64_t cap) {
+/* Sets the instance's batch cap (0 = none) and tells the scheduler (for each of its lanes). Caller holds cap_lock. */
+static void set_cap_locked(model_instance *inst, int64_t cap) {
     model_version *mv = inst->owner;
     if (cap >= mv->sched.policy.max_batch) cap = 0;
     atomic_store(&inst->batch_cap, cap);
-    atomic_store(&inst->cap_successes, 0);
+    inst->cap_successes = 0;
     for (size_t l = 0; l < inst->num_lanes; l++) scheduler_set_cap(&mv->sched, inst->lanes[l].sched_index, cap);
 }
 
 /* A successful execution: raises a lowered cap one step every oom_recover_after successes. */
 static void cap_success(model_instance *inst) {
     model_version *mv = inst->owner;
+    pthread_mutex_lock(&inst->cap_lock);
     int64_t cap = atomic_load(&inst->batch_cap);
-    if (!cap || atomic_fetch_add(&inst->cap_successes, 1) + 1 < mv->oom_recover_after) return;
+    if (!cap || ++inst->cap_successes < mv->oom_recover_after) {
+        pthread_mutex_unlock(&inst->cap_lock);
+        return;
+    }
     int64_t step = mv->sched.policy.max_batch / MODEL_OOM_RECOVER_DIVISOR;
-    set_cap(inst, cap + (step > 1 ? step : 1));
+    set_cap_locked(inst, cap + (step > 1 ? step : 1));
+    pthread_mutex_unlock(&inst->cap_lock);
     log_info("model '%s' version %s instance %s: batch cap raised to %" PRId64 " after %" PRIu64 " successful executions",
              mv->name, mv->version_str, inst->name, atomic_load(&inst->batch_cap) ? atomic_load(&inst->batch_cap)
                                                                                  : mv->sched.policy.max_batch,
@@ -279,9 +284,11 @@ static void run_batch(model_lane *lane, batcher_batch *b) {
     execute_split(lane, b, &reported, &ok_total);
     if (!reported) return;
     int64_t cap = ok_total > 0 ? ok_total : (failed_total / 2 > 1 ? failed_total / 2 : 1);
+    pthread_mutex_lock(&inst->cap_lock); /* another lane may be moving the cap too: the lower wins */
     int64_t old = atomic_load(&inst->batch_cap);
     if (old && old < cap) cap = old;
-    set_cap(inst, cap);
+    set_cap_locked(inst, cap);
+    pthread_mutex_unlock(&inst->cap_lock);
     log_warn("model '%s' version %s instance %s: batch cap lowered to %" PRId64 " after running out of memory on a batch "
              "of %" PRId64 "; it rises by max(1, %" PRId64 "/%d) after every %" PRIu64 " successful executions", mv->name,
              mv->version_str, inst->name, cap, failed_total, mv->sched.policy.max_batch, MODEL_OOM_RECOVER_DIVISOR,
@@ -345,7 +352,9 @@ json_t *model_version_stats_json(const model_version *mv) {
 }
 
 /* Fills a warm-up tensor with zeros or a fixed pseudo-random pattern. */
-static int warmup_run(model_version *mv, model_lane *lane, const config_warmup *w, serve_error *e) {
+/* *engine: the engine's status of a failed warm-up run (CINFER_OK when it failed before running). */
+static int warmup_run(model_version *mv, model_lane *lane, const config_warmup *w, serve_error *e, cinfer_status *engine) {
+    *engine = CINFER_OK;
     size_t n = w->num_inputs;
     cinfer_tensor *ts = calloc(n ? n : 1, sizeof *ts);
     size_t no = cinfer_model_num_outputs(mv->model);
@@ -392,6 +401,7 @@ static int warmup_run(model_version *mv, model_lane *lane, const config_warmup *
         cinfer_status st = cinfer_session_run(lane->session, ts, n, outs, no);
         for (size_t k = 0; k < no; k++) cinfer_tensor_free_data(&outs[k]);
         if (st != CINFER_OK) {
+            *engine = st;
             serve_fail(e, SERVE_BAD_REQUEST, "warm-up '%s' failed: %s", w->name, cinfer_last_error());
             goto done;
         }
@@ -416,6 +426,7 @@ static void free_version(model_version *mv) {
             free(lane->inputs);
         }
         free(inst->lanes);
+        pthread_mutex_destroy(&inst->cap_lock);
     }
     free(mv->instances);
     cinfer_model_free(mv->model);
@@ -497,6 +508,7 @@ static int plan_instances(model_version *mv, const model_load_options *opt, serv
             for (int n = 0; n < grp->count; n++, c++) {
                 model_instance *inst = &mv->instances[k];
                 inst->index = k++;
+                pthread_mutex_init(&inst->cap_lock, NULL);
                 inst->kind = grp->kind;
                 if (grp->name) snprintf(inst->name, sizeof inst->name, "%s_%zu", grp->name, c);
                 else snprintf(inst->name, sizeof inst->name, "%s_%zu_%zu", mv->name, g, c);
@@ -506,6 +518,18 @@ static int plan_instances(model_version *mv, const model_load_options *opt, serv
     }
     mv->num_instances = total;
     return 0;
+}
+
+/* Lanes from `from` on do not run: their sessions (and the memory a failed warm-up left cached) and gather
+ * helpers go now; their scheduler entries stay, never parked, so no batch goes to them. */
+static void drop_lanes(model_instance *inst, size_t from) {
+    for (size_t l = from; l < inst->num_lanes; l++) {
+        cinfer_session_free(inst->lanes[l].session);
+        inst->lanes[l].session = NULL;
+        copy_pool_destroy(inst->lanes[l].scratch.pool);
+        inst->lanes[l].scratch.pool = NULL;
+    }
+    if (instance_gpu(inst) >= 0) cinfer_cuda_empty_cache(instance_gpu(inst));
 }
 
 /* Gives every instance its lanes (MODEL_PARAM_LANES, else MODEL_GPU_LANES on a GPU and 1 on the CPU) and fills
@@ -653,7 +677,11 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
         log_info("model '%s' instance %s (%s): --probe-max-batch: the largest batch that fits with 20%% headroom is %" PRId64
                  " (max_batch_size %d)%s%s", mv->name, inst->name, inst->device, lo, mv->cfg.max_batch_size,
                  last[0] ? "; the next size up: " : "", last);
-        if (lo < mv->sched.policy.max_batch) set_cap(inst, lo);
+        if (lo < mv->sched.policy.max_batch) {
+            pthread_mutex_lock(&inst->cap_lock);
+            set_cap_locked(inst, lo);
+            pthread_mutex_unlock(&inst->cap_lock);
+        }
     }
 }
 
@@ -752,18 +780,21 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         for (size_t l = 0; l < inst->num_lanes; l++) {
             model_lane *lane = &inst->lanes[l];
             cinfer_status st = cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &lane->session);
+            for (size_t w = 0; st == CINFER_OK && w < mv->cfg.num_warmups; w++)
+                if (warmup_run(mv, lane, &mv->cfg.warmups[w], e, &st) != 0 && st == CINFER_OK) goto err;
             if (st == CINFER_ERR_OUT_OF_MEMORY && l > 0) { /* the instance runs with the lanes that fit */
                 log_warn("model '%s' instance %s (%s): lane %zu of %zu does not fit (%s); the instance runs %zu lane%s",
                          mv->name, inst->name, inst->device, l + 1, inst->num_lanes, cinfer_last_error(), l, l == 1 ? "" : "s");
+                drop_lanes(inst, l);
                 break;
             }
             if (st != CINFER_OK) {
-                serve_fail(e, SERVE_BAD_REQUEST, "instance %s on device '%s': %s", inst->name, inst->device, cinfer_last_error());
+                if (!e->msg[0])
+                    serve_fail(e, SERVE_BAD_REQUEST, "instance %s on device '%s': %s", inst->name, inst->device,
+                               cinfer_last_error());
                 goto err;
             }
             inst->lanes_running = l + 1;
-            for (size_t w = 0; w < mv->cfg.num_warmups; w++)
-                if (warmup_run(mv, lane, &mv->cfg.warmups[w], e) != 0) goto err;
         }
     }
     if (opt->probe_max_batch) probe_max_batch(mv, opt);

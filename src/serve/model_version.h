@@ -77,7 +77,8 @@ typedef struct model_instance {
     _Atomic uint64_t padded_rows; /* rows added to executions to reach a batch-size bucket (BATCHER_PARAM_BUCKETS) */
     _Atomic int busy;            /* lanes running a batch now */
     _Atomic int64_t batch_cap;   /* most inferences per execution now; 0 = the policy's max (no OOM seen) */
-    _Atomic uint64_t cap_successes; /* successful executions since the cap last moved */
+    pthread_mutex_t cap_lock;    /* the lanes' cap updates (read-modify-write of batch_cap and cap_successes) */
+    uint64_t cap_successes;      /* successful executions since the cap last moved (under cap_lock) */
     _Atomic uint64_t oom_events; /* executions on this instance that ran out of memory */
     int64_t probed_max_batch;    /* --probe-max-batch result; 0 = not probed */
     _Atomic int device_failed;   /* 1 once its GPU reported a sticky error (cinfer_device_info.failed), or the test

@@ -181,6 +181,31 @@ def test_matmul_bias_becomes_one_gemm(lib, rank):
     np.testing.assert_allclose(s.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("form", ["gemm", "matmul_add"])
+def test_gemm_relu_fuses_into_the_gemm(lib, form):
+    """Relu after a Gemm (or after the Gemm a 2-D MatMul + bias becomes) runs in the Gemm (a GPU: cuBLASLt's
+    RELU_BIAS epilogue): no Relu node left, onnxruntime's values; negative products come out 0."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = ([N("Gemm", ["x", "w", "b"], ["m"], transB=1)] if form == "gemm" else
+             [N("MatMul", ["x", "wt"], ["mm"]), N("Add", ["mm", "b"], ["m"])])
+    m = model(nodes + [N("Relu", ["m"], ["y"])], [x], [y],
+              {"w": f32(8, 16, seed=1), "wt": f32(16, 8, seed=1), "b": f32(8, seed=2)})
+    feeds = {"x": f32(6, 16, seed=3)}
+    ops = check_against_ort(lib, m, feeds)
+    assert ops.get("Gemm") == 1 and "Relu" not in ops, ops
+    got = Session(lib, m.SerializeToString()).run(feeds)[0]
+    assert (got == 0).any() and (got > 0).any()
+
+
+def test_gemm_read_elsewhere_keeps_its_relu(lib):
+    m = model([N("Gemm", ["x", "w", "b"], ["m"], transB=1), N("Relu", ["m"], ["r"]), N("Add", ["m", "r"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], {"w": f32(8, 16, seed=1), "b": f32(8)})
+    ops = check_against_ort(lib, m, {"x": f32(4, 16, seed=2)})
+    assert ops.get("Relu") == 1, ops
+
+
 def test_matmul_with_a_non_constant_weight_stays(lib):
     m = model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])],
               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),

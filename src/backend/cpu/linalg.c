@@ -240,11 +240,36 @@ DEFINE_GEMM_INT(gemm_u32, uint32_t, uint32_t)
 DEFINE_GEMM_INT(gemm_i64, int64_t, uint64_t)
 DEFINE_GEMM_INT(gemm_u64, uint64_t, uint64_t)
 
+static cinfer_status gemm_product(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+
+/* Gemm, then the fused Relu ("cinfer_fused_relu", graph/passes.c) over Y, as Relu computes it (NaN and -0 pass;
+ * half types are staged through float32 and get it there; unsigned types are unchanged). */
 static cinfer_status run_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    if (cpu_is_half(in[0].dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
+    CINFER_TRY(gemm_product(n, in, num_in, out, num_out));
+    if (!graph_attr_int(n, "cinfer_fused_relu", 0)) return CINFER_OK;
+    int64_t count = tensor_numel(&out[0]);
+    if (out[0].dtype == CINFER_DTYPE_FLOAT) {
+        float *y = out[0].data;
+        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* as Relu: NaN and -0 pass */
+    } else if (out[0].dtype == CINFER_DTYPE_DOUBLE) {
+        double *y = out[0].data;
+        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0.0 ? 0.0 : y[i];
+    } else if (out[0].dtype == CINFER_DTYPE_INT32) {
+        int32_t *y = out[0].data;
+        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0 ? 0 : y[i];
+    } else if (out[0].dtype == CINFER_DTYPE_INT64) {
+        int64_t *y = out[0].data;
+        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0 ? 0 : y[i];
+    }
+    return CINFER_OK;
+}
+
+static cinfer_status gemm_product(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
     const tensor *a = &in[0], *b = &in[1];
     const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
-    if (cpu_is_half(a->dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
     linalg_gemm p;
     CINFER_TRY(linalg_compute_gemm(n, in, num_in, &p));
     const bool ta = p.trans_a, tb = p.trans_b;

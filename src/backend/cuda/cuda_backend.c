@@ -264,20 +264,22 @@ static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src,
                       "device-to-device copy");
 }
 
-/* cudaMemcpyBatchAsync (CUDA 12.8+): the copies in stream order, one call; where the driver refuses it, one
- * cudaMemcpyAsync each. */
+/* cudaMemcpyBatchAsync (its CUDA 13 form): the copies in stream order, one call. Where it is missing or refuses
+ * (an older toolkit or driver, a pointer kind it will not take), one cudaMemcpyAsync each, which reports a real
+ * fault itself. */
 static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
                                                size_t n) {
     cuda_backend_ctx *c = b->context;
     if (!n) return CINFER_OK;
+#if CUDART_VERSION >= 13000
     struct cudaMemcpyAttributes attr;
     memset(&attr, 0, sizeof attr);
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream; /* the sources may be written by earlier stream work */
     size_t first = 0;
-    cudaError_t err = cudaMemcpyBatchAsync(dst, (const void **)src, bytes, n, &attr, &first, 1, c->exec.stream);
-    if (err != cudaErrorNotSupported && err != cudaErrorCallRequiresNewerDriver)
-        return cuda_check(c->dev->ordinal, err, "device-to-device batch copy");
-    (void)cudaGetLastError(); /* not a fault: the per-copy path follows */
+    if (cudaMemcpyBatchAsync(dst, (const void **)src, bytes, n, &attr, &first, 1, c->exec.stream) == cudaSuccess)
+        return CINFER_OK;
+    (void)cudaGetLastError(); /* a refusal is not a fault: the per-copy path follows */
+#endif
     for (size_t i = 0; i < n; i++) CINFER_TRY(cuda_copy_on_device(b, dst[i], src[i], bytes[i]));
     return CINFER_OK;
 }

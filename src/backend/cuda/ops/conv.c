@@ -179,8 +179,7 @@ static void dnn_fused_descriptors(dnn_plan *p, cudnnDataType_t type) {
     }
 }
 
-/* CINFER_CUDNN_BENCHMARK=0 takes the heuristics' choice instead of timing (PyTorch's cudnn.benchmark = False):
- * quicker first runs, and a way to compare the two choices. */
+/* Convolutions with a smaller batch keep the heuristics' choice untimed (dnn_time_forward says why). */
 #define CONV_TIMING_MIN_BATCH 16
 
 /* CINFER_CUDNN_LOG=1: one stderr line per algorithm choice and per fallback to the heuristics' choice at run time
@@ -190,6 +189,8 @@ static bool dnn_log_on(void) {
     return v && strcmp(v, "1") == 0;
 }
 
+/* CINFER_CUDNN_BENCHMARK=0 takes the heuristics' choice instead of timing (PyTorch's cudnn.benchmark = False):
+ * quicker first runs, and a way to compare the two choices. */
 static bool timing_wanted(void) {
     const char *v = getenv("CINFER_CUDNN_BENCHMARK");
     return !v || strcmp(v, "0") != 0;
@@ -321,7 +322,9 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
                     continue;
                 picked = dnn_try_algo(x, p, (int)r->algo, r->mathType, limit);
             }
-        if (io && timing_wanted() && k->x[0] >= CONV_TIMING_MIN_BATCH && dnn_time_forward(x, p, io, picked)) return true;
+        /* small batches time only when the heuristics found nothing within the session workspace */
+        if (io && timing_wanted() && (k->x[0] >= CONV_TIMING_MIN_BATCH || !picked) && dnn_time_forward(x, p, io, picked))
+            return true;
         return picked;
     }
     return false;

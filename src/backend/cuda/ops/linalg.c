@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/linalg.h"
 #include "core/status.h"
 #include "graph/shape/linalg_params.h"
@@ -26,6 +27,7 @@ typedef struct lt_key {
     int tf32;             /* float32 with TF32 tensor cores (session precision "tf32") */
     int trans_a, trans_b; /* cuBLASLt operands (A = our B, B = our A) */
     int bias;             /* CUBLASLT_EPILOGUE_BIAS (a per-row vector of D) */
+    int relu;             /* max(0, .) in the epilogue: CUBLASLT_EPILOGUE_RELU, or RELU_BIAS with bias */
     int align_a, align_b, align_c, align_bias;
     int64_t m, n, k;                /* cuBLASLt's column-major M, N, K */
     int64_t rows_a, cols_a, lda;    /* stored shapes (before op) */
@@ -95,8 +97,12 @@ static cublasStatus_t lt_desc(cublasLtMatmulDesc_t *desc, const lt_key *k, const
     cublasOperation_t ta = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (st == CUBLAS_STATUS_SUCCESS && k->relu && !k->bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_RELU;
+        st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    }
     if (st == CUBLAS_STATUS_SUCCESS && k->bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cublasLtEpilogue_t epi = k->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
         int32_t bias_type = (int32_t)lt_data_type((cinfer_dtype)k->dtype);
         st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
         if (st == CUBLAS_STATUS_SUCCESS)
@@ -194,6 +200,7 @@ typedef struct lt_gemm {
     int64_t batch, stride_a, stride_b, stride_c;
     double alpha, beta;
     const void *bias; /* per-row bias of D (epilogue), or NULL */
+    bool relu;        /* max(0, .) of D in the epilogue (a fused Relu) */
 } lt_gemm;
 
 static void lt_key_fill(cuda_exec *x, const lt_gemm *g, const uintptr_t *pa, const uintptr_t *pb, const uintptr_t *pc,
@@ -206,6 +213,7 @@ static void lt_key_fill(cuda_exec *x, const lt_gemm *g, const uintptr_t *pa, con
     key->trans_a = g->trans_a;
     key->trans_b = g->trans_b;
     key->bias = g->bias != NULL;
+    key->relu = g->relu;
     key->m = g->m;
     key->n = g->n;
     key->k = g->k;
@@ -410,9 +418,30 @@ static cinfer_status run_matmul(cuda_exec *x, const graph_node *n, const tensor 
 
 /* ---- Gemm ---- */
 
+static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                  bool epilogue_relu, bool *relu_done);
+
+/* Gemm with its fused Relu ("cinfer_fused_relu", graph/passes.c) in cuBLASLt's RELU / RELU_BIAS epilogue (one
+ * kernel; a NaN product may come out as 0 there, where a separate Relu passes NaN); where cuBLASLt has no such
+ * algorithm, and for the integer and empty products, the Relu kernel runs after. */
 static cinfer_status run_gemm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                               int num_out) {
     (void)num_out;
+    bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0, done = false;
+    bool in_epilogue = relu && lt_dtype(in[0].dtype) && in[0].dtype != CINFER_DTYPE_DOUBLE;
+    cinfer_status st = gemm_product(x, n, in, num_in, out, in_epilogue, &done);
+    if (st == CINFER_ERR_UNSUPPORTED && in_epilogue) st = gemm_product(x, n, in, num_in, out, false, &done);
+    if (st != CINFER_OK || !relu || done || tensor_numel(&out[0]) == 0) return st;
+    if (!cuda_ew_unary_supported(CUDA_EW_RELU, out[0].dtype)) return CINFER_OK; /* unsigned: max(0, y) is y */
+    cuda_ew_unary_params none = {0};
+    return cuda_check_launch(n, "Gemm fused Relu", cuda_ew_unary(CUDA_EW_RELU, out[0].dtype, out[0].data, out[0].data,
+                                                                 tensor_numel(&out[0]), none, x->stream));
+}
+
+/* Y = alpha op(A) op(B) + beta C; *relu_done: the Relu ran in the epilogue (epilogue_relu and the GEMM path). */
+static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                  bool epilogue_relu, bool *relu_done) {
+    *relu_done = false;
     const tensor *a = &in[0], *b = &in[1];
     const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
@@ -447,7 +476,7 @@ static cinfer_status run_gemm(cuda_exec *x, const graph_node *n, const tensor *i
         .rows_a = tb ? k : nn, .cols_a = tb ? nn : k, .lda = tb ? k : nn, /* our B */
         .rows_b = ta ? m : k, .cols_b = ta ? k : m, .ldb = ta ? m : k,    /* our A */
         .ldc = nn, .batch = 1, .stride_a = 0, .stride_b = 0, .stride_c = 0,
-        .alpha = alpha, .beta = 0.0, .bias = bias ? cdata : NULL,
+        .alpha = alpha, .beta = 0.0, .bias = bias ? cdata : NULL, .relu = epilogue_relu,
     };
     uintptr_t pa = (uintptr_t)b->data, pb = (uintptr_t)a->data, pc = (uintptr_t)y->data;
     cinfer_status st = CINFER_ERR_UNSUPPORTED;
@@ -463,8 +492,10 @@ static cinfer_status run_gemm(cuda_exec *x, const graph_node *n, const tensor *i
         st = lt_run(x, n, &g, &pa, &pb, &pc, 1);
     }
     if (st == CINFER_ERR_UNSUPPORTED)
-        return core_error(CINFER_ERR_UNSUPPORTED, "Gemm node '%s': cuBLASLt has no algorithm for %s %lldx%lldx%lld",
-                          n->name, cinfer_dtype_name(a->dtype), (long long)m, (long long)nn, (long long)k);
+        return core_error(CINFER_ERR_UNSUPPORTED, "Gemm node '%s': cuBLASLt has no algorithm for %s %lldx%lldx%lld%s",
+                          n->name, cinfer_dtype_name(a->dtype), (long long)m, (long long)nn, (long long)k,
+                          epilogue_relu ? " with a Relu epilogue" : "");
+    *relu_done = st == CINFER_OK && epilogue_relu;
     return st;
 }
 
