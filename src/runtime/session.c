@@ -918,22 +918,25 @@ static cinfer_status run_on_host(cinfer_session *session, plan *p, cinfer_tensor
     return CINFER_OK;
 }
 
-cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                 cinfer_tensor *outputs, size_t num_outputs) {
-    if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run: session is NULL");
+static cinfer_status session_run_entry(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                       cinfer_tensor *outputs, size_t num_outputs, bool caller_outputs) {
+    if (!session)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: session is NULL",
+                          caller_outputs ? "cinfer_session_run_into" : "cinfer_session_run");
     pthread_mutex_lock(&session->lock);
-    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs, false);
+    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs, caller_outputs);
     pthread_mutex_unlock(&session->lock);
     return st;
 }
 
+cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                 cinfer_tensor *outputs, size_t num_outputs) {
+    return session_run_entry(session, inputs, num_inputs, outputs, num_outputs, false);
+}
+
 cinfer_status cinfer_session_run_into(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                       cinfer_tensor *outputs, size_t num_outputs) {
-    if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_run_into: session is NULL");
-    pthread_mutex_lock(&session->lock);
-    cinfer_status st = session_run_locked(session, inputs, num_inputs, outputs, num_outputs, true);
-    pthread_mutex_unlock(&session->lock);
-    return st;
+    return session_run_entry(session, inputs, num_inputs, outputs, num_outputs, true);
 }
 
 /* caller_outputs: the caller's buffers, described as cinfer_session_output_info gives them, take the outputs
