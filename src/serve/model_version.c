@@ -658,7 +658,8 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
         char last[512] = "";
         while (lo < hi) {
             int64_t mid = lo + (hi - lo + 1) / 2;
-            snprintf(bs, sizeof bs, "%" PRId64, mid);
+            /* the instance's lanes run a batch each at once: their activations together, the weights once (shared) */
+            snprintf(bs, sizeof bs, "%" PRId64, mid * (int64_t)(inst->lanes_running ? inst->lanes_running : 1));
             cinfer_session *probe = NULL;
             if (cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &probe) == CINFER_OK) {
                 lo = mid;
@@ -675,7 +676,8 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
             continue;
         }
         log_info("model '%s' instance %s (%s): --probe-max-batch: the largest batch that fits with 20%% headroom is %" PRId64
-                 " (max_batch_size %d)%s%s", mv->name, inst->name, inst->device, lo, mv->cfg.max_batch_size,
+                 " (max_batch_size %d; per lane, %zu lane%s running at once)%s%s", mv->name, inst->name, inst->device, lo,
+                 mv->cfg.max_batch_size, inst->lanes_running, inst->lanes_running == 1 ? "" : "s",
                  last[0] ? "; the next size up: " : "", last);
         if (lo < mv->sched.policy.max_batch) {
             pthread_mutex_lock(&inst->cap_lock);
