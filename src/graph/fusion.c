@@ -445,6 +445,7 @@ static cinfer_status add_fused_input(graph_node *n, int v) {
 /* Equal static shapes: every dim known and equal, except a dynamic batch dim that both name alike (the same symbol
  * is the same size; an unnamed or differently named one could be 1 on one side, where the Add would broadcast). */
 static bool same_static_shape(const graph *g, int a, int b) {
+    if (a < 0 || b < 0) return false; /* an absent input (empty name) */
     const graph_value *x = &g->values[a], *y = &g->values[b];
     if (x->ndim < 1 || x->ndim != y->ndim) return false;
     for (int d = 0; d < x->ndim; d++) {
@@ -465,7 +466,7 @@ static cinfer_status fuse_conv_residual(graph *g, bool *changed) {
         for (int side = 0; side < 2; side++) {
             int c = add->inputs[side], r = add->inputs[1 - side];
             int cv = producer_node(g, c);
-            if (c == r || cv < 0 || !single_use(g, c) || g->values[r].kind == VALUE_CONSTANT) continue;
+            if (c < 0 || r < 0 || c == r || cv < 0 || !single_use(g, c) || g->values[r].kind == VALUE_CONSTANT) continue;
             graph_node *conv = &g->nodes[cv];
             if (!is_op(conv, "Conv") || conv->num_inputs > 3 || graph_node_attr(conv, "cinfer_fused_relu") ||
                 graph_node_attr(conv, "cinfer_fused_add") || !same_static_shape(g, c, r))
