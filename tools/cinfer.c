@@ -496,11 +496,13 @@ static int cmd_bench(const cli_options *o) {
             goto done;
         }
     }
+    size_t num_pinned = 0;
     for (size_t i = 0; gpu >= 0 && i < ni; i++) {
-        size_t bytes = numel_of(&inputs[i]) * cinfer_dtype_size(inputs[i].dtype);
         if (!cinfer_dtype_size(inputs[i].dtype)) continue; /* strings: no flat bytes to pin */
+        size_t bytes = numel_of(&inputs[i]) * cinfer_dtype_size(inputs[i].dtype);
         if (cinfer_cuda_host_alloc(gpu, bytes ? bytes : 1, &pinned[i]) != CINFER_OK) continue; /* pageable then */
         memcpy(pinned[i], inputs[i].data, bytes);
+        num_pinned++;
     }
     cinfer_tensor run_inputs[MAX_CLI_INPUTS];
     for (size_t i = 0; i < ni; i++) {
@@ -521,8 +523,6 @@ static int cmd_bench(const cli_options *o) {
     for (long i = 0; i < o->iters; i++) total += times[i];
     qsort(times, (size_t)o->iters, sizeof(double), compare_double);
 #define PCT(p) times[(size_t)fmin((double)(o->iters - 1), floor((p) / 100.0 * (double)o->iters))]
-    size_t num_pinned = 0;
-    for (size_t i = 0; i < ni; i++) num_pinned += pinned[i] != NULL;
     printf("model: %s  device: %s  precision: %s%s  batch: %ld  iters: %ld  threads: %s%s\n", o->model_path, o->device,
            o->precision ? o->precision : "fp32", o->deterministic ? " (deterministic)" : "", o->batch, o->iters,
            o->threads ? o->threads : "all", gpu < 0 ? "" : num_pinned == ni ? "  inputs: page-locked" : "  inputs: pageable");

@@ -68,11 +68,17 @@ export_model() {
     torch_python
     [ -f "$WORK/compare-models/$1.onnx" ] || $TPY bench/gpu/models.py "$WORK/compare-models" "$1" >/dev/null 2>&1
 }
+# the server suites' Python 3.12 packages (tritonclient) and the server binary, for the stages that start servers
+server_env() {
+    $PY -m pip install -q --no-index --no-deps --target "$WORK/py312" "$B"/wheels312/*.whl >/dev/null 2>&1
+    export PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
+           CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so"
+}
+UNIT_CUDA_TESTS="tests/unit/test_precision.py tests/unit/test_fusion.py" # the unit tests that take CINFER_TEST_DEVICE
 smoke() { # the first minutes of tests
     stage gpus "$B/bin/cinfer" gpus
     stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
-    stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider tests/unit/test_precision.py \
-        tests/unit/test_fusion.py
+    stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider $UNIT_CUDA_TESTS
 }
 for what in "${@:-tests}"; do
     case "$what" in
@@ -103,9 +109,7 @@ for what in "${@:-tests}"; do
         stage bench_alloc "$B/bin/bench_alloc" "$WORK/resnet50.trace" 20
         ;;
     server)
-        $PY -m pip install -q --no-index --no-deps --target "$WORK/py312" "$B"/wheels312/*.whl >/dev/null 2>&1
-        export PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
-               CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so"
+        server_env
         stage server_gpu $PY -m pytest -q -rs -p no:cacheprovider tests/server/test_protocol.py \
             tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi" \
             tests/server/test_oom.py tests/server/test_faults.py
@@ -153,14 +157,12 @@ for what in "${@:-tests}"; do
         # (not the sticky-error test: it writes out of bounds on purpose, which memcheck reports and turns into a
         # different launch error than the test expects)
         stage cuda_pytest_memcheck $CS $PY -m pytest -q -rs -p no:cacheprovider tests/cuda -k "not sticky_error"
-        stage unit_cuda_memcheck env CINFER_TEST_DEVICE=cuda $CS $PY -m pytest -q -rs -p no:cacheprovider \
-            tests/unit/test_precision.py tests/unit/test_fusion.py
+        stage unit_cuda_memcheck env CINFER_TEST_DEVICE=cuda $CS $PY -m pytest -q -rs -p no:cacheprovider $UNIT_CUDA_TESTS
         stage model_tests_cuda_memcheck env CINFER_TEST_DEVICE=cuda $CS $PY -m pytest -q -p no:cacheprovider tests/models
         [ -n "${SANITIZE_OPS:-}" ] && stage diff_ops_memcheck $CS $PY tests/ops/diff_ops.py --list ${FILTER:+--filter "$FILTER"}
         if [ -n "${SANITIZE_SERVER:-}" ]; then # the server GPU suite, each cinfer-server it starts under memcheck
-            $PY -m pip install -q --no-index --no-deps --target "$WORK/py312" "$B"/wheels312/*.whl >/dev/null 2>&1
-            stage server_gpu_memcheck env PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
-                CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so" $CS $PY -m pytest -q -rs -p no:cacheprovider \
+            server_env
+            stage server_gpu_memcheck $CS $PY -m pytest -q -rs -p no:cacheprovider \
                 tests/server/test_protocol.py tests/server/test_batching.py tests/server/test_faults.py -k "not sticky"
         fi
         ;;

@@ -447,7 +447,7 @@ batcher_decision batcher_form_capped(const batcher_policy *p, model_queue *q, ui
                 G->best_total = G->total;
                 G->best_count = G->count;
             }
-            if (batcher_bucket(p, G->total, gpu, cap) == G->total) {
+            if (G->total >= BATCHER_SPLIT_MIN && batcher_bucket(p, G->total, gpu, cap) == G->total) {
                 G->fit_total = G->total;
                 G->fit_count = G->count;
             }

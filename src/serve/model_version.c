@@ -506,8 +506,7 @@ static int plan_instances(model_version *mv, const model_load_options *opt, serv
         size_t c = 0;
         for (size_t d = 0; d < ndev; d++)
             for (int n = 0; n < grp->count; n++, c++) {
-                model_instance *inst = &mv->instances[k];
-                inst->index = k++;
+                model_instance *inst = &mv->instances[k++];
                 pthread_mutex_init(&inst->cap_lock, NULL);
                 inst->kind = grp->kind;
                 if (grp->name) snprintf(inst->name, sizeof inst->name, "%s_%zu", grp->name, c);
@@ -533,8 +532,8 @@ static void drop_lanes(model_instance *inst, size_t from) {
 }
 
 /* Gives every instance its lanes (MODEL_PARAM_LANES, else MODEL_GPU_LANES on a GPU and 1 on the CPU) and fills
- * *lane_group (the instance of each scheduler entry, malloc'd). */
-static int plan_lanes(model_version *mv, size_t **lane_group, serve_error *e) {
+ * *lane_group (the instance of each scheduler entry, malloc'd) and *num_lanes (their count). */
+static int plan_lanes(model_version *mv, size_t **lane_group, size_t *num_lanes, serve_error *e) {
     long given = 0;
     for (size_t i = 0; i < mv->cfg.num_params; i++) {
         if (strcmp(mv->cfg.params[i].key, MODEL_PARAM_LANES) != 0) continue;
@@ -560,7 +559,6 @@ static int plan_lanes(model_version *mv, size_t **lane_group, serve_error *e) {
         for (size_t l = 0; l < inst->num_lanes; l++, k++) {
             model_lane *lane = &inst->lanes[l];
             lane->inst = inst;
-            lane->index = l;
             lane->sched_index = k;
             lane->scratch.pinned = instance_gpu(inst) >= 0; /* batches gathered into page-locked memory */
             lane->scratch.device = instance_gpu(inst);
@@ -569,7 +567,7 @@ static int plan_lanes(model_version *mv, size_t **lane_group, serve_error *e) {
             (*lane_group)[k] = i;
         }
     }
-    mv->num_lanes = total;
+    *num_lanes = total;
     return 0;
 }
 
@@ -659,7 +657,7 @@ static void probe_max_batch(model_version *mv, const model_load_options *opt) {
         while (lo < hi) {
             int64_t mid = lo + (hi - lo + 1) / 2;
             /* the instance's lanes run a batch each at once: their activations together, the weights once (shared) */
-            snprintf(bs, sizeof bs, "%" PRId64, mid * (int64_t)(inst->lanes_running ? inst->lanes_running : 1));
+            snprintf(bs, sizeof bs, "%" PRId64, mid * (int64_t)inst->lanes_running); /* >= 1 once loaded */
             cinfer_session *probe = NULL;
             if (cinfer_session_create(mv->model, inst->device, keys, vals, num_options, &probe) == CINFER_OK) {
                 lo = mid;
@@ -730,12 +728,12 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         goto err;
     }
     if (plan_instances(mv, opt, e) != 0) goto err;
-    size_t *lane_group = NULL;
-    if (plan_lanes(mv, &lane_group, e) != 0) {
+    size_t *lane_group = NULL, num_lanes = 0;
+    if (plan_lanes(mv, &lane_group, &num_lanes, e) != 0) {
         free(lane_group);
         goto err;
     }
-    int sched_rc = scheduler_init(&mv->sched, &mv->cfg, mv->num_lanes, lane_group, mv->name, cerr, sizeof cerr);
+    int sched_rc = scheduler_init(&mv->sched, &mv->cfg, num_lanes, lane_group, mv->name, cerr, sizeof cerr);
     free(lane_group);
     if (sched_rc != 0) {
         serve_fail(e, SERVE_BAD_REQUEST, "%s", cerr);

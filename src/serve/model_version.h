@@ -52,7 +52,6 @@ typedef struct model_load_options {
 
 typedef struct model_lane {
     struct model_instance *inst;
-    size_t index;                /* in inst->lanes */
     size_t sched_index;          /* the scheduler's entry for this lane */
     cinfer_session *session;
     pthread_t thread;
@@ -64,7 +63,6 @@ typedef struct model_lane {
 
 typedef struct model_instance {
     struct model_version *owner;
-    size_t index;                /* in owner->instances */
     char name[64];               /* "<group name>_<k>", as Triton names instances */
     int kind;                    /* CONFIG_KIND_CPU or CONFIG_KIND_GPU */
     char device[32];
@@ -93,7 +91,6 @@ typedef struct model_version {
     cinfer_model *model;
     model_instance *instances;
     size_t num_instances;
-    size_t num_lanes;            /* over all instances (the scheduler's entries) */
     scheduler sched;             /* request queue, dynamic batcher, instance scheduling */
     stats_model stats;
     uint64_t memory_bytes;       /* parameters held by the loaded model */

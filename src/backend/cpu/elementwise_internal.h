@@ -1,4 +1,5 @@
-/* Entry points the elementwise kernel files share (elementwise.c, elementwise_unary.c, elementwise_cast.c). */
+/* Entry points the elementwise kernel files share (elementwise.c, elementwise_unary.c, elementwise_cast.c; linalg.c runs
+ * a Gemm's fused Relu through cpu_run_unary_op). */
 #ifndef CINFER_CPU_ELEMENTWISE_INTERNAL_H
 #define CINFER_CPU_ELEMENTWISE_INTERNAL_H
 

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_staging.h"
+#include "backend/cpu/elementwise_internal.h"
 #include "core/status.h"
 #include "graph/shape/linalg_params.h"
 
@@ -242,27 +243,16 @@ DEFINE_GEMM_INT(gemm_u64, uint64_t, uint64_t)
 
 static cinfer_status gemm_product(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
-/* Gemm, then the fused Relu ("cinfer_fused_relu", graph/passes.c) over Y, as Relu computes it (NaN and -0 pass;
- * half types are staged through float32 and get it there; unsigned types are unchanged). */
+/* Gemm, then the fused Relu ("cinfer_fused_relu", graph/passes.c) in place over Y through the Relu kernel itself
+ * (half types are staged through float32 and get it there). */
 static cinfer_status run_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     if (cpu_is_half(in[0].dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
     CINFER_TRY(gemm_product(n, in, num_in, out, num_out));
-    if (!graph_attr_int(n, "cinfer_fused_relu", 0)) return CINFER_OK;
-    int64_t count = tensor_numel(&out[0]);
-    if (out[0].dtype == CINFER_DTYPE_FLOAT) {
-        float *y = out[0].data;
-        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* as Relu: NaN and -0 pass */
-    } else if (out[0].dtype == CINFER_DTYPE_DOUBLE) {
-        double *y = out[0].data;
-        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0.0 ? 0.0 : y[i];
-    } else if (out[0].dtype == CINFER_DTYPE_INT32) {
-        int32_t *y = out[0].data;
-        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0 ? 0 : y[i];
-    } else if (out[0].dtype == CINFER_DTYPE_INT64) {
-        int64_t *y = out[0].data;
-        for (int64_t i = 0; i < count; i++) y[i] = y[i] < 0 ? 0 : y[i];
-    }
-    return CINFER_OK;
+    if (!graph_attr_int(n, "cinfer_fused_relu", 0) || out[0].dtype == CINFER_DTYPE_UINT32 ||
+        out[0].dtype == CINFER_DTYPE_UINT64) /* unsigned: max(0, y) is y */
+        return CINFER_OK;
+    graph_node relu = {.name = n->name, .op_type = "Relu"};
+    return cpu_run_unary_op(&relu, out, 1, out, 1);
 }
 
 static cinfer_status gemm_product(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {

@@ -1,9 +1,9 @@
 /* CUDA kernels of the conv family (host side): Conv, ConvTranspose, BatchNormalization and the pools.
  *
  * Conv runs cuDNN's cudnnConvolutionForward and ConvTranspose its cudnnConvolutionBackwardData. Conv's algorithm
- * is the v7 heuristics' choice unless cudnnFindConvolutionForwardAlgorithmEx, timing every algorithm on the node's
- * own buffers at its first run (as PyTorch's cudnn.benchmark does), finds a clearly faster one (dnn_time_forward;
- * CINFER_CUDNN_BENCHMARK=0 skips the timing; ConvTranspose takes the heuristics'). The heuristics' choice fits the
+ * is the v7 heuristics' choice; from batch CONV_TIMING_MIN_BATCH on, cudnnFindConvolutionForwardAlgorithmEx times
+ * every algorithm on the node's own buffers at its first run (as PyTorch's cudnn.benchmark does) and the fastest
+ * is taken (dnn_time_forward; CINFER_CUDNN_BENCHMARK=0 skips the timing; ConvTranspose takes the heuristics'). The heuristics' choice fits the
  * session workspace, a timed one up to x->large_workspace_bytes (through scratch); deterministic when the
  * session asks; float32 takes no TF32 tensor cores unless precision "tf32". cuDNN pads symmetrically: an
  * asymmetric Conv first copies X, padded by the difference, into scratch; a ConvTranspose whose pads cuDNN cannot
@@ -179,6 +179,13 @@ static void dnn_fused_descriptors(dnn_plan *p, cudnnDataType_t type) {
     }
 }
 
+/* The widest math type the key allows: tensor cores for half types, TF32 only with precision "tf32", none for
+ * double. The heuristics ask under it, and so does timing. */
+static cudnnMathType_t dnn_widest_math(const dnn_key *k) {
+    if (k->dtype == CINFER_DTYPE_FLOAT) return k->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    return k->dtype == CINFER_DTYPE_DOUBLE ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
 /* Convolutions with a smaller batch keep the heuristics' choice untimed (dnn_time_forward says why). */
 #define CONV_TIMING_MIN_BATCH 16
 
@@ -216,10 +223,7 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
     /* Find times under the descriptor's math type: the heuristics may have left a non-tensor-core one there (their
      * in-workspace pick at b256 fp16 is IMPLICIT_GEMM with FMA math), and Find then never tried the tensor-core
      * algorithms (H200 ResNet-50 fp16 b256: 4,033 img/s against 9,591 when they were tried) */
-    cudnnMathType_t widest = k->dtype == CINFER_DTYPE_DOUBLE                       ? CUDNN_DEFAULT_MATH
-                             : k->dtype == CINFER_DTYPE_FLOAT && !k->tf32 ? CUDNN_FMA_MATH
-                                                                           : CUDNN_TENSOR_OP_MATH;
-    if (cudnnSetConvolutionMathType(p->cd, widest) != CUDNN_STATUS_SUCCESS) return false;
+    if (cudnnSetConvolutionMathType(p->cd, dnn_widest_math(k)) != CUDNN_STATUS_SUCCESS) return false;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     void *borrowed = k->workspace > x->workspace_bytes ? cuda_exec_temp_alloc(x, k->workspace) : NULL;
@@ -283,10 +287,7 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
         dnn_tensor(p->yd, type, k->nbdims, k->y) != CUDNN_STATUS_SUCCESS ||
         cudnnSetFilterNdDescriptor(p->wd, type, CUDNN_TENSOR_NCHW, k->nbdims, k->w) != CUDNN_STATUS_SUCCESS)
         return false;
-    cudnnMathType_t math = t == CINFER_DTYPE_FLOAT    ? (k->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
-                           : t == CINFER_DTYPE_DOUBLE ? CUDNN_DEFAULT_MATH
-                                                      : CUDNN_TENSOR_OP_MATH;
-    if (cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) return false;
+    if (cudnnSetConvolutionMathType(p->cd, dnn_widest_math(k)) != CUDNN_STATUS_SUCCESS) return false;
     /* the shapes must be the ones cuDNN derives, or it would read or write past them */
     int dims[5];
     if (cudnnGetConvolutionNdForwardOutputDim(p->cd, p->xd, p->wd, k->nbdims, dims) != CUDNN_STATUS_SUCCESS ||
