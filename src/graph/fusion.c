@@ -10,7 +10,11 @@
  *    input and adds it as it loads the row;
  *  - MatMul(X, W) + b with constant W and b: a Gemm with a bias epilogue over X's rows (reshaped around it);
  *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
- *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K).
+ *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K);
+ *  - attention (graph_fuse_attention, half-precision graphs only): softmax(Q.K^T * s + mask).V between the head
+ *    split and merge of 3-D projections becomes one Attention node (opset 23 semantics, 3-D inputs), which the GPU
+ *    runs as one fused tensor-core kernel. Float32 graphs keep the pattern: their Attention would be the general
+ *    path (float32 staging, two GEMMs, a row pass), no faster than the ops it replaces.
  */
 #include <math.h>
 #include <stdio.h>
@@ -519,6 +523,237 @@ static cinfer_status fuse_layer_norm_residual(graph *g, bool *changed) {
     return CINFER_OK;
 }
 
+/* ---- attention: softmax(Q.K^T * s + mask).V between head splits -> one Attention node ---- */
+
+/* The int64 values of a 1-D int64 constant (at most max of them), or -1. */
+static int const_ints(const graph *g, int v, int64_t *out, int max) {
+    if (v < 0 || g->values[v].kind != VALUE_CONSTANT) return -1;
+    const tensor *t = &g->values[v].constant;
+    int64_t count = tensor_numel(t);
+    if (t->dtype != CINFER_DTYPE_INT64 || t->ndim > 1 || count > max) return -1;
+    memcpy(out, t->data, (size_t)count * sizeof(int64_t));
+    return (int)count;
+}
+
+static bool has_perm(const graph_node *n, const int64_t *want, size_t rank) {
+    size_t count = 0;
+    const int64_t *perm = graph_attr_ints(n, "perm", &count);
+    return perm && count == rank && memcmp(perm, want, rank * sizeof(int64_t)) == 0;
+}
+
+/* v = the value read through scalar-constant Mul/Div nodes read only here; their product goes into *scale. */
+static int peel_scale(const graph *g, int v, double *scale) {
+    for (;;) {
+        int p = producer_node(g, v);
+        if (p < 0 || !single_data_use(g, v)) return v;
+        const graph_node *n = &g->nodes[p];
+        bool div = is_op(n, "Div");
+        if (!div && !is_op(n, "Mul")) return v;
+        double c;
+        int x = scalar_float(g, n->inputs[1], &c) ? n->inputs[0] : !div && scalar_float(g, n->inputs[0], &c) ? n->inputs[1] : -1;
+        if (x < 0 || !isfinite(c) || c == 0) return v;
+        *scale *= div ? 1.0 / c : c;
+        v = x;
+    }
+}
+
+/* v = Transpose(perm)(Reshape(x3, [a, b, heads, size])) read only here, x3 [batch, seq, heads * size]: returns x3
+ * (-1 when v is not that) with the head count and size; seq gets b when it is a positive constant, else -1. */
+static int split_heads_of(const graph *g, int v, const int64_t *perm, int *heads, int *size, int64_t *seq) {
+    int t = producer_node(g, v);
+    if (t < 0 || !single_data_use(g, v) || !is_op(&g->nodes[t], "Transpose") || !has_perm(&g->nodes[t], perm, 4)) return -1;
+    int r4 = g->nodes[t].inputs[0], r = producer_node(g, r4);
+    if (r < 0 || !single_data_use(g, r4) || !is_op(&g->nodes[r], "Reshape")) return -1;
+    const graph_node *rn = &g->nodes[r];
+    int64_t target[4];
+    if (const_ints(g, rn->inputs[1], target, 4) != 4 || target[2] <= 0 || target[3] <= 0 || target[2] > INT32_MAX ||
+        target[3] > INT32_MAX)
+        return -1;
+    bool allowzero = graph_attr_int(rn, "allowzero", 0) != 0;
+    for (int d = 0; d < 2; d++)
+        if (target[d] < -1 || (target[d] == 0 && allowzero)) return -1;
+    if (target[0] == -1 && target[1] == -1) return -1;
+    int x3 = rn->inputs[0];
+    const graph_value *xv = &g->values[x3];
+    if (xv->ndim != -1 && xv->ndim != 3) return -1;
+    if (xv->ndim == 3 && xv->dims[2] >= 0 && xv->dims[2] != target[2] * target[3]) return -1;
+    *heads = (int)target[2];
+    *size = (int)target[3];
+    *seq = target[1] > 0 ? target[1] : xv->ndim == 3 && xv->dims[1] > 0 ? xv->dims[1] : -1;
+    return x3;
+}
+
+/* A Slice bound on a rank-4 shape: negative counts from the end; clamped to [0, 4]. */
+static int64_t clamp_axis(int64_t x) {
+    if (x < 0) x += 4;
+    return x < 0 ? 0 : x > 4 ? 4 : x;
+}
+
+/* v = Slice(Shape(src), [lo], [hi]) on the axis 0 with step 1, for a rank-4 src: sets [*lo, *hi) clamped to [0, 4]. */
+static bool shape_slice_of(const graph *g, int v, int src, int64_t *lo, int64_t *hi) {
+    int s = producer_node(g, v);
+    if (s < 0 || !is_op(&g->nodes[s], "Slice")) return false;
+    const graph_node *sl = &g->nodes[s];
+    int sh = producer_node(g, sl->inputs[0]);
+    if (sh < 0 || !is_op(&g->nodes[sh], "Shape") || g->nodes[sh].inputs[0] != src ||
+        graph_attr_int(&g->nodes[sh], "start", 0) != 0 || graph_node_attr(&g->nodes[sh], "end"))
+        return false;
+    int64_t b[1], e[1], one[1];
+    if (sl->num_inputs < 3 || const_ints(g, sl->inputs[1], b, 1) != 1 || const_ints(g, sl->inputs[2], e, 1) != 1) return false;
+    if (sl->num_inputs > 3 && sl->inputs[3] >= 0 && (const_ints(g, sl->inputs[3], one, 1) != 1 || one[0] != 0)) return false;
+    if (sl->num_inputs > 4 && sl->inputs[4] >= 0 && (const_ints(g, sl->inputs[4], one, 1) != 1 || one[0] != 1)) return false;
+    *lo = clamp_axis(b[0]);
+    *hi = clamp_axis(e[0]);
+    return true;
+}
+
+/* v = Concat(axis 0) of int64 constants and slices of Shape(src): spells it as dim indices of src (>= 0) and
+ * constants (c encoded as -10 - c for c >= -1, so -1 -> -9). Returns the entry count or -1. */
+static int shape_spelling(const graph *g, int v, int src, int64_t *out, int max) {
+    int c = producer_node(g, v);
+    if (c < 0 || !is_op(&g->nodes[c], "Concat") || graph_attr_int(&g->nodes[c], "axis", 0) != 0) return -1;
+    const graph_node *cn = &g->nodes[c];
+    int count = 0;
+    for (int k = 0; k < cn->num_inputs; k++) {
+        int64_t vals[4], lo, hi;
+        int n = const_ints(g, cn->inputs[k], vals, 4);
+        if (n >= 0) {
+            for (int j = 0; j < n; j++) {
+                if (count == max || vals[j] < -1) return -1;
+                out[count++] = -10 - vals[j];
+            }
+        } else if (shape_slice_of(g, cn->inputs[k], src, &lo, &hi)) {
+            for (int64_t d = lo; d < hi; d++) {
+                if (count == max) return -1;
+                out[count++] = d;
+            }
+        } else {
+            return -1;
+        }
+    }
+    return count;
+}
+
+/* kt = K4 with its last two axes swapped: Transpose[0,1,3,2](K4), or the exporters' 3-D round trip
+ * Reshape(Transpose[0,2,1](Reshape(K4, [-1, dim 2, dim 3])), [dim 0, dim 1, dim 3, dim 2]). Returns K4 or -1. */
+static int swapped_last_two(const graph *g, int kt) {
+    static const int64_t swap4[4] = {0, 1, 3, 2}, swap3[3] = {0, 2, 1};
+    int p = producer_node(g, kt);
+    if (p < 0 || !single_data_use(g, kt)) return -1;
+    const graph_node *n = &g->nodes[p];
+    if (is_op(n, "Transpose")) return has_perm(n, swap4, 4) ? n->inputs[0] : -1;
+    if (!is_op(n, "Reshape")) return -1;
+    int t3 = n->inputs[0], t = producer_node(g, t3);
+    if (t < 0 || !single_data_use(g, t3) || !is_op(&g->nodes[t], "Transpose") || !has_perm(&g->nodes[t], swap3, 3)) return -1;
+    int r3 = g->nodes[t].inputs[0], r = producer_node(g, r3);
+    if (r < 0 || !single_data_use(g, r3) || !is_op(&g->nodes[r], "Reshape")) return -1;
+    int k4 = g->nodes[r].inputs[0];
+    int64_t a[4], b[5];
+    if (shape_spelling(g, g->nodes[r].inputs[1], k4, a, 4) != 3 || a[0] != -9 || a[1] != 2 || a[2] != 3) return -1;
+    if (shape_spelling(g, n->inputs[1], k4, b, 5) != 4 || b[0] != 0 || b[1] != 1 || b[2] != 3 || b[3] != 2) return -1;
+    return k4;
+}
+
+/* The same length, statically: equal known dims, or dynamic dims of one name. */
+static bool same_length(const graph_value *a, int da, int64_t b_len, const char *b_name) {
+    if (a->ndim <= da) return false;
+    if (a->dims[da] > 0) return a->dims[da] == b_len;
+    return a->dim_names[da] && b_name && strcmp(a->dim_names[da], b_name) == 0;
+}
+
+/* Y = Reshape(Transpose[0,2,1,3](MatMul(Softmax(MatMul(Q4, K4^T) * s + mask), V4)), [., ., heads * vsize]), where
+ * Q4, K4, V4 split the heads of 3-D projections q, k, v ([batch, seq, heads, size] then [0,2,1,3]): the shape
+ * exporters give BERT-style self-attention. It becomes Attention(q, k, v, mask) with 3-D inputs (opset 23), whose
+ * CUDA kernel runs it without the score tensor in memory or the layout copies. Where the Softmax had the NaN guard,
+ * the node carries it. The mask's last dim must be statically the key length (Attention pads a shorter mask with
+ * -inf where Add would broadcast it). One difference is left: a row whose every mask value is -inf gives zeros
+ * (Attention's rule) where an unguarded Softmax gives NaN. */
+static cinfer_status fuse_attention(graph *g, bool *changed) {
+    static const int64_t heads_first[4] = {0, 2, 1, 3}, k_transposed[4] = {0, 2, 3, 1};
+    if (!op_schema_find("", "Attention")) return CINFER_OK;
+    int num_nodes = g->num_nodes;
+    for (int i = 0; i < num_nodes; i++) {
+        const graph_node *pv = &g->nodes[i];
+        if (!is_op(pv, "MatMul")) continue;
+        /* out: Transpose[0,2,1,3] then Reshape to [., ., heads * vsize] */
+        int o4 = pv->outputs[0], ot = only_consumer(g, o4);
+        if (!single_use(g, o4) || ot < 0 || !is_op(&g->nodes[ot], "Transpose") || !has_perm(&g->nodes[ot], heads_first, 4))
+            continue;
+        int ot_out = g->nodes[ot].outputs[0], orsh = only_consumer(g, ot_out);
+        if (!single_use(g, ot_out) || orsh < 0 || !is_op(&g->nodes[orsh], "Reshape")) continue;
+        int64_t out_shape[3];
+        if (const_ints(g, g->nodes[orsh].inputs[1], out_shape, 3) != 3) continue;
+        /* P = Softmax over the last axis */
+        int p = pv->inputs[0], sm = producer_node(g, p);
+        if (sm < 0 || !single_data_use(g, p) || !is_op(&g->nodes[sm], "Softmax")) continue;
+        const graph_node *smn = &g->nodes[sm];
+        int64_t axis = graph_attr_int(smn, "axis", smn->opset >= 13 ? -1 : 1);
+        if (axis != -1 && axis != 3) continue;
+        /* scores (times scalars) plus an optional mask */
+        double scale = 1.0;
+        int x = smn->inputs[0], mask = -1, qk = -1;
+        int add = producer_node(g, x);
+        if (add >= 0 && single_data_use(g, x) && is_op(&g->nodes[add], "Add")) {
+            for (int side = 0; side < 2 && qk < 0; side++) {
+                double s = 1.0;
+                int cand = peel_scale(g, g->nodes[add].inputs[side], &s), mm = producer_node(g, cand);
+                if (mm >= 0 && single_data_use(g, cand) && is_op(&g->nodes[mm], "MatMul")) {
+                    qk = mm;
+                    scale = s;
+                    mask = g->nodes[add].inputs[1 - side];
+                }
+            }
+        } else {
+            int cand = peel_scale(g, x, &scale), mm = producer_node(g, cand);
+            if (mm >= 0 && single_data_use(g, cand) && is_op(&g->nodes[mm], "MatMul")) qk = mm;
+        }
+        if (qk < 0) continue;
+        /* Q4 . K4^T and V4, heads split from 3-D projections */
+        int hq, dq, hk, dk, hv, dv;
+        int64_t sq_len, k_len, v_len;
+        int q3 = split_heads_of(g, peel_scale(g, g->nodes[qk].inputs[0], &scale), heads_first, &hq, &dq, &sq_len);
+        int kt = peel_scale(g, g->nodes[qk].inputs[1], &scale);
+        int k3 = split_heads_of(g, kt, k_transposed, &hk, &dk, &k_len);
+        if (k3 < 0) {
+            int k4 = swapped_last_two(g, kt);
+            /* K4 is also read by the Shape nodes of the round trip: those read only its dims */
+            k3 = k4 < 0 ? -1 : split_heads_of(g, k4, heads_first, &hk, &dk, &k_len);
+        }
+        int v3 = split_heads_of(g, pv->inputs[1], heads_first, &hv, &dv, &v_len);
+        if (q3 < 0 || k3 < 0 || v3 < 0 || hq != hk || hq != hv || dq != dk || !isfinite(scale) || scale <= 0) continue;
+        if (out_shape[2] != (int64_t)hq * dv) continue;
+        if (mask >= 0) {
+            const graph_value *mv = &g->values[mask];
+            const graph_value *kv = &g->values[k3];
+            if (mv->ndim < 1 || mv->ndim > 4) continue;
+            bool known = k_len > 0 ? same_length(mv, mv->ndim - 1, k_len, NULL)
+                                   : kv->ndim == 3 && same_length(mv, mv->ndim - 1, kv->dims[1], kv->dim_names[1]);
+            if (!known) continue;
+        }
+        int y = g->nodes[orsh].outputs[0];
+        int in[4] = {q3, k3, v3, mask};
+        char name[512];
+        snprintf(name, sizeof name, "%s/Attention", g->nodes[qk].name);
+        bool nan_to_zero = graph_attr_int(smn, "cinfer_nan_to_zero", 0) != 0;
+        g->nodes[orsh].removed = true; /* its output is now the Attention's; the rest dies with no readers */
+        int a = graph_add_node(g, name, "Attention", "", 23, in, mask >= 0 ? 4 : 3, &y, 1);
+        if (a < 0) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory fusing attention at '%s'", name);
+        graph_node *an = &g->nodes[a];
+        an->schema = op_schema_find("", "Attention");
+        an->schema_index = op_schema_index(an->schema);
+        graph_attr *sa;
+        CINFER_TRY(graph_node_add_int_attr(an, "q_num_heads", hq));
+        CINFER_TRY(graph_node_add_int_attr(an, "kv_num_heads", hq));
+        CINFER_TRY(graph_node_add_attr(an, "scale", &sa));
+        sa->type = ATTR_FLOAT;
+        sa->f = (float)scale;
+        if (nan_to_zero) CINFER_TRY(graph_node_add_int_attr(an, "cinfer_nan_to_zero", 1));
+        *changed = true;
+        graph_recount_uses(g);
+    }
+    return CINFER_OK;
+}
+
 cinfer_status graph_fuse(graph *g) {
     graph_recount_uses(g);
     CINFER_TRY(merge_common_subexpressions(g));
@@ -533,5 +768,18 @@ cinfer_status graph_fuse(graph *g) {
         graph_compact(g);
         CINFER_TRY(graph_sort(g));
     }
+    return CINFER_OK;
+}
+
+cinfer_status graph_fuse_attention(graph *g) {
+    graph_recount_uses(g);
+    bool fused = false;
+    CINFER_TRY(fuse_attention(g, &fused));
+    if (!fused) return CINFER_OK;
+    graph_compact(g);
+    CINFER_TRY(graph_sort(g)); /* the new nodes went to the end: dead-node removal walks in order */
+    graph_remove_dead_nodes(g); /* the head splits, the K transpose's shape arithmetic, the scores */
+    graph_compact(g);
+    graph_mark_host_values(g);
     return CINFER_OK;
 }

@@ -136,6 +136,12 @@ cinfer_status graph_optimize(graph *g);
 /* Fusions that cut kernels (graph/fusion.c): common subexpressions merged, the erf GELU pattern as one Gelu node,
  * scalar scales after a MatMul(+bias) folded into its constants. Called by graph_optimize. */
 cinfer_status graph_fuse(graph *g);
+/* Half-precision graphs only (model.c calls it before graph_convert_precision): BERT-style self-attention
+ * (softmax(Q.K^T * s + mask).V between head splits of 3-D projections) becomes one Attention node, which the CUDA
+ * backend runs as a fused kernel. Leaves the graph sorted, dead nodes removed, host values marked. */
+cinfer_status graph_fuse_attention(graph *g);
+/* Marks the nodes no model output depends on as removed (graph_compact deletes them). */
+void graph_remove_dead_nodes(graph *g);
 /* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize
  * does it; passes that add nodes afterwards call it again). */
 void graph_mark_host_values(graph *g);

@@ -377,7 +377,7 @@ static cinfer_status fuse_relu(graph *g) {
     return CINFER_OK;
 }
 
-static void remove_dead_nodes(graph *g) {
+void graph_remove_dead_nodes(graph *g) {
     bool *live = calloc((size_t)(g->num_values ? g->num_values : 1), sizeof(bool));
     if (!live) return; /* an optimisation only */
     for (int k = 0; k < g->num_outputs; k++) live[g->outputs[k]] = true;
@@ -479,7 +479,7 @@ cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(fuse_relu(g));
     CINFER_TRY(graph_fuse(g));
     CINFER_TRY(fuse_relu(g)); /* the Gemms graph_fuse made from MatMul + bias */
-    remove_dead_nodes(g);
+    graph_remove_dead_nodes(g);
     graph_compact(g);
     mark_value_needed(g);
     return CINFER_OK;

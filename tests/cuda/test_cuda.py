@@ -237,7 +237,7 @@ data = open(%(model)r, 'rb').read()
 x = np.ones((2, 16), np.float32)
 healthy = Session(lib, data, device='cuda:0')
 healthy.run({'x': x})
-os.environ['CINFER_FAULT_NODE'] = 'Relu_2'  # read at session creation: only this session injects
+os.environ['CINFER_FAULT_NODE'] = 'Softmax_4'  # read at session creation: only this session injects
 faulty = Session(lib, data, device='cuda:0')
 try:
     faulty.run({'x': x})
@@ -354,3 +354,71 @@ def test_deterministic_mode_gives_bitwise_identical_runs(lib, gpus):
             first = s.run(feeds)[0]
             for _ in range(9):
                 np.testing.assert_array_equal(s.run(feeds)[0], first)
+
+
+def attention_model(rank, qh, kvh, sq, skv, hd, mask=None, scale=None):
+    """One Attention node (opset 23) on float32 inputs; the sessions' precision makes it half. mask: (dtype, shape)."""
+    def shape(heads, seq):
+        return ["b", seq, heads * hd] if rank == 3 else ["b", heads, seq, hd]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, shape(qh, sq)),
+              helper.make_tensor_value_info("k", TensorProto.FLOAT, shape(kvh, skv)),
+              helper.make_tensor_value_info("v", TensorProto.FLOAT, shape(kvh, skv))]
+    names = ["q", "k", "v"]
+    if mask:
+        inputs.append(helper.make_tensor_value_info("m", mask[0], list(mask[1])))
+        names.append("m")
+    attrs = {"q_num_heads": qh, "kv_num_heads": kvh} if rank == 3 else {}
+    if scale is not None:
+        attrs["scale"] = scale
+    node = helper.make_node("Attention", names, ["y"], **attrs)
+    g = helper.make_graph([node], "attention", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]).SerializeToString()
+
+
+ATTENTION_CASES = {
+    # name: rank, qh, kvh, sq, skv, hd, mask, scale
+    "bert_fp16_float_mask": (3, 12, 12, 128, 128, 64, (TensorProto.FLOAT, (2, 1, 1, 128)), None),
+    "gqa_bool_mask_partial_tiles": (3, 4, 2, 70, 130, 64, (TensorProto.BOOL, (70, 130)), None),
+    "rank4_per_head_mask_hd128": (4, 2, 2, 65, 64, 128, (TensorProto.FLOAT, (2, 2, 65, 64)), 0.1),
+    "one_query_hd32_no_mask": (3, 2, 1, 1, 200, 32, None, None),
+    "mask_shorter_than_keys": (3, 2, 2, 20, 130, 64, (TensorProto.FLOAT, (2, 1, 20, 100)), None),
+}
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("case", sorted(ATTENTION_CASES))
+def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
+    """The fused half-precision Attention kernel (kernels/attention_flash.cu) against the CPU reference kernel at the
+    same precision: masks of each kind (bool, float broadcast over heads/queries, per head, shorter than the keys,
+    none), GQA, 3-D and 4-D layouts, head sizes 32/64/128, query and key counts off the 64-row tiles, fully masked
+    rows (zeros)."""
+    need_gpu(gpus)
+    rank, qh, kvh, sq, skv, hd, mask, scale = ATTENTION_CASES[case]
+    rng = np.random.default_rng(7)
+    def data(heads, seq):
+        return rng.standard_normal((2, seq, heads * hd) if rank == 3 else (2, heads, seq, hd)).astype(np.float32)
+    feeds = {"q": data(qh, sq), "k": data(kvh, skv), "v": data(kvh, skv)}
+    if mask:
+        if mask[0] == TensorProto.BOOL:
+            m = rng.random(mask[1]) > 0.3
+            m[3, :] = False  # a fully masked query
+        else:
+            m = rng.standard_normal(mask[1]).astype(np.float32)
+            m[..., :2] = -np.inf
+            m[0, ..., 0, :] = -np.inf  # a fully masked query (or sequence 0 wholly, when the mask is per key)
+        feeds["m"] = m
+    data_model = attention_model(rank, qh, kvh, sq, skv, hd, mask, scale)
+    exact = Session(lib, data_model, device="cpu").run(feeds)[0]
+    want = Session(lib, data_model, device="cpu", options={"precision": precision}).run(feeds)[0]
+    got = Session(lib, data_model, device="cuda:0", options={"precision": precision}).run(feeds)[0]
+    assert got.shape == want.shape
+    zero_rows = np.all(want == 0, axis=-1)
+    assert zero_rows.any() == bool(mask), "the cases with a mask have fully masked rows"
+    assert np.array_equal(np.all(got == 0, axis=-1), zero_rows), "fully masked rows must be zeros on both"
+    # The kernel keeps scores and probabilities in float32 where the reference rounds them to the half type, so it
+    # is held to the reference's own distance from float32 (bf16's 8-bit mantissa puts that near 0.05), not to it.
+    ref_err, err = np.abs(want - exact).max(), np.abs(got - exact).max()
+    print(f"{case} {precision}: max error vs float32: kernel {err:.2e}, CPU reference {ref_err:.2e}")
+    assert err <= 1.5 * ref_err + 1e-3, (err, ref_err)
+    if precision == "fp16":
+        np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)

@@ -321,3 +321,154 @@ def test_internal_attributes_are_refused_in_a_model_file(lib):
     with pytest.raises(Exception) as e:
         Session(lib, m.SerializeToString())
     assert "attribute 'cinfer_fused_add' is internal to cinfer" in str(e.value)
+
+
+# ---- attention: softmax(Q.K^T * s + mask).V between head splits -> one Attention node ----
+
+I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="full", guard=True, scale="div",
+                         p_output=False, softmax_axis=-1, mask_last=None):
+    """x [batch, seq, heads * size] -> q, k, v projections (MatMul + bias) -> heads split ([-1, seq, heads, size],
+    [0,2,1,3]) -> softmax(Q.K^T * s + m).V -> heads merged -> y, written the ways exporters write it. k_form: the
+    dynamo exporter's 3-D round trip through Shape/Slice/Concat, a direct [0,2,3,1] transpose, or [0,1,3,2] of K4.
+    scale: "div" (scores / sqrt(size)), "qk" (Q and K each times size^-1/4 after the split) or "none"."""
+    hidden = heads * size
+    inits = {f"w{c}": f32(hidden, hidden, seed=10 + i) * (hidden ** -0.5) for i, c in enumerate("qkv")}
+    inits.update({f"b{c}": f32(hidden, seed=20 + i) * 0.1 for i, c in enumerate("qkv")})
+    inits.update({"split": np.array([-1, seq, heads, size], np.int64), "merge": np.array([-1, seq, hidden], np.int64),
+                  "root": np.array(np.sqrt(size), np.float32), "quarter": np.array(size ** -0.25, np.float32),
+                  "zero": np.array(0, np.float32), "minus1": np.array([-1], np.int64), "minus2": np.array([-2], np.int64),
+                  "big": np.array([I64_MAX], np.int64), "small": np.array([I64_MIN], np.int64)})
+    nodes = []
+    for c in "qkv":
+        nodes += [N("MatMul", ["x", f"w{c}"], [f"m{c}"]), N("Add", [f"m{c}", f"b{c}"], [f"l{c}"]),
+                  N("Reshape", [f"l{c}", "split"], [f"r{c}"])]
+    nodes += [N("Transpose", ["rq"], ["q4"], perm=[0, 2, 1, 3]), N("Transpose", ["rv"], ["v4"], perm=[0, 2, 1, 3])]
+    if k_form == "direct":
+        nodes += [N("Transpose", ["rk"], ["kt"], perm=[0, 2, 3, 1])]
+    else:
+        nodes += [N("Transpose", ["rk"], ["k4"], perm=[0, 2, 1, 3])]
+        if k_form == "swap":
+            nodes += [N("Transpose", ["k4"], ["kt"], perm=[0, 1, 3, 2])]
+        else:
+            nodes += [N("Shape", ["k4"], ["ks"], start=0), N("Slice", ["ks", "minus1", "big"], ["d_size"]),
+                      N("Slice", ["ks", "minus2", "minus1"], ["d_seq"]), N("Slice", ["ks", "small", "minus2"], ["d_lead"]),
+                      N("Concat", ["minus1", "d_seq", "d_size"], ["flat"], axis=0),
+                      N("Concat", ["d_lead", "d_size", "d_seq"], ["back"], axis=0),
+                      N("Reshape", ["k4", "flat"], ["k3"]), N("Transpose", ["k3"], ["k3t"], perm=[0, 2, 1]),
+                      N("Reshape", ["k3t", "back"], ["kt"])]
+    q, kt = "q4", "kt"
+    if scale == "qk":
+        nodes += [N("Mul", ["q4", "quarter"], ["q4s"]), N("Mul", ["kt", "quarter"], ["kts"])]
+        q, kt = "q4s", "kts"
+    nodes += [N("MatMul", [q, kt], ["s"])]
+    s = "s"
+    if scale == "div":
+        nodes += [N("Div", ["s", "root"], ["ss"])]
+        s = "ss"
+    if mask:
+        nodes += [N("Add", [s, "m"], ["sm"])]
+        s = "sm"
+    nodes += [N("Softmax", [s], ["p"], axis=softmax_axis)]
+    p = "p"
+    if guard:
+        nodes += [N("IsNaN", ["p"], ["pn"]), N("Where", ["pn", "zero", "p"], ["pg"])]
+        p = "pg"
+    nodes += [N("MatMul", [p, "v4"], ["o4"]), N("Transpose", ["o4"], ["o3"], perm=[0, 2, 1, 3]),
+              N("Reshape", ["o3", "merge"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", seq, hidden])]
+    if mask:
+        shape = {"full": ["batch", 1, seq, seq], "keys": ["batch", 1, 1, seq]}[mask]
+        if mask_last is not None:
+            shape[-1] = mask_last
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, shape))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if p_output:
+        outputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
+    return model(nodes, inputs, outputs, inits)
+
+
+def attention_feeds(batch=3, seq=16, hidden=128, mask="full", mask_last=None):
+    feeds = {"x": f32(batch, seq, hidden, seed=5)}
+    if mask:
+        last = seq if mask_last is None else mask_last
+        m = np.zeros((batch, 1, seq if mask == "full" else 1, last), np.float32)
+        m[0, ..., last // 2:] = -np.inf                    # padding keys of sequence 0
+        if last > 3:  # (a whole row of it would overflow to -inf in the fp16 session's input cast)
+            m[1, ..., :3] = np.float32(-3.4028235e38)      # the exporters' finite "minus infinity"
+        if mask == "full":
+            m[2, 0, 1, :] = -np.inf                        # one fully masked query: NaN, the guard makes it 0
+        feeds["m"] = m
+    return feeds
+
+
+def session_ops(lib, s):
+    """Op histogram of the graph a session runs (a half-precision session has its own): needs profile=1."""
+    L = lib.lib
+    L.cinfer_session_node_profile.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                              ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p, ctypes.c_void_p]
+    hist, i = {}, 0
+    while True:
+        name, op = ctypes.c_char_p(), ctypes.c_char_p()
+        if L.cinfer_session_node_profile(s.session, i, ctypes.byref(name), ctypes.byref(op), None, None) != 0:
+            return hist
+        hist[op.value.decode()] = hist.get(op.value.decode(), 0) + 1
+        i += 1
+
+
+def half_attention_check(lib, m, feeds, fused, precision="fp16"):
+    """Runs m at `precision` (profiled) against onnxruntime in float32; checks whether the attention was fused."""
+    s = Session(lib, m.SerializeToString(), options={"precision": precision, "profile": "1"})
+    ops = session_ops(lib, s)
+    assert (ops.get("Attention") == 1) == fused, ops
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = s.run(feeds)[0]
+    assert np.array_equal(np.isfinite(got), np.isfinite(want))
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2)
+    return ops, got
+
+
+@pytest.mark.parametrize("k_form", ["roundtrip", "direct", "swap"])
+@pytest.mark.parametrize("scale", ["div", "qk"])
+def test_self_attention_becomes_one_attention_node_in_half_precision(lib, k_form, scale):
+    m = self_attention_model(k_form=k_form, scale=scale)
+    feeds = attention_feeds()
+    ops, got = half_attention_check(lib, m, feeds, fused=True)
+    for gone in ("Softmax", "Transpose", "MatMul", "IsNaN", "Where", "Div", "Mul"):
+        assert gone not in ops, ops
+    assert np.all(got[2, 1] == 0), "the fully masked query row must be zeros (NaN guard)"
+    # float32 graphs keep the ops (their Attention would be no faster) and still match
+    ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-5)
+    assert "Attention" not in ops and ops.get("Softmax") == 1, ops
+
+
+@pytest.mark.parametrize("mask,guard", [("keys", False), (None, False), ("full", True)])
+@pytest.mark.parametrize("seq,heads,size", [(16, 2, 64), (100, 3, 32), (130, 2, 128)])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_fused_attention_in_half_precision_matches_float32(lib, mask, guard, seq, heads, size, precision):
+    """Half-precision sessions (on a GPU: the fused kernel; seq 100 and 130 leave partial query and key tiles)
+    against onnxruntime in float32, with the mask broadcast over queries or given per query, and with no mask."""
+    m = self_attention_model(seq=seq, heads=heads, size=size, mask=mask, guard=guard)
+    feeds = attention_feeds(seq=seq, hidden=heads * size, mask=mask)
+    if precision == "fp16":
+        half_attention_check(lib, m, feeds, fused=True)
+        return
+    # bfloat16 keeps 8 mantissa bits: held to a bound on the error relative to the output's scale instead
+    s = Session(lib, m.SerializeToString(), options={"precision": precision, "profile": "1"})
+    assert session_ops(lib, s).get("Attention") == 1
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = s.run(feeds)[0]
+    assert np.array_equal(np.isfinite(got), np.isfinite(want))
+    assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
+
+
+def test_attention_near_misses_stay_unfused(lib):
+    """A mask that Add would broadcast along the keys (last dim 1), a Softmax over another axis, and a probability
+    tensor read elsewhere: left as they are, and still right."""
+    half_attention_check(lib, self_attention_model(mask="keys", mask_last=1),
+                         attention_feeds(mask="keys", mask_last=1), fused=False)
+    half_attention_check(lib, self_attention_model(softmax_axis=2, mask=None), attention_feeds(mask=None), fused=False)
+    half_attention_check(lib, self_attention_model(guard=False, mask="keys", p_output=True),
+                         attention_feeds(mask="keys"), fused=False)

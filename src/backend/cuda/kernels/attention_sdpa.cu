@@ -258,6 +258,7 @@ template <typename T> __global__ void rows_kernel(attn_row_args a, bool use_smem
         }
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
             float v = all_masked ? 0.0f : x[j];
+            if (a.nan_to_zero && v != v) v = 0.0f;
             if (a.rt != a.rs && a.rt != ATTN_RND_NONE) v = rnd(a.rt, v);
             if (qk && a.mode == 3) qk[j] = store<T>(v);
             g[j] = v;

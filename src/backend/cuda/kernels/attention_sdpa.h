@@ -34,6 +34,7 @@ typedef struct attn_row_args {
     cinfer_dtype mask_dtype;
     int64_t mlen, ms_b, ms_h, ms_q;
     const int64_t *nonpad; /* nonpad_kv_seqlen [batch] on the device, or NULL */
+    bool nan_to_zero;   /* "cinfer_nan_to_zero": NaN probabilities become 0 (a fused Softmax NaN guard) */
 } attn_row_args;
 
 /* dst[b, h, s, d] (float32, [batch, heads, seq, size]) = round(src * scale) from a 4-D src of the same layout

@@ -9,11 +9,14 @@
  *   rows kernel                 rounding, softcap, mask/causal/window/padding bias, softmax, qk output
  *   Y = P.V                     cuBLASLt, past values then new values (beta 1)
  * Units go in chunks so the score block stays within ATTN_SCORE_BUDGET floats. All temporaries come from one
- * cuda_scratch request; everything is queued on x->stream. */
+ * cuda_scratch request; everything is queued on x->stream. Half-precision attention without past, causal or
+ * window options, softcap or extra outputs (what the fusion of BERT-style graphs produces) skips all of that: one
+ * fused kernel (kernels/attention_flash.cu) reads Q, K, V in place and writes Y. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "backend/cuda/kernels/attention_flash.h"
 #include "backend/cuda/kernels/attention_sdpa.h"
 #include "backend/cuda/ops/attention_family.h"
 #include "core/status.h"
@@ -165,6 +168,23 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
         ra.ms_b = md[0] == 1 ? 0 : md[1] * md[2] * md[3];
     }
     ra.qk = num_out > 3 && out[3].data ? out[3].data : NULL;
+    ra.nan_to_zero = graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0;
+
+    /* the common case (BERT-style self-attention in half precision, what graph/fusion.c makes of the exported
+     * pattern) runs as one fused kernel; the rest of Attention's options go the general way below */
+    const bool want_extras = (num_out > 1 && out[1].data) || (num_out > 2 && out[2].data) || ra.qk;
+    if (qt == vt && !has_past && !want_extras && !a.causal && !a.window && softcap == 0 && !ra.nonpad && hd == hdv &&
+        (!a.has_softmax_precision || a.softmax_precision == CINFER_DTYPE_FLOAT) && tensor_numel(&out[0]) > 0) {
+        attn_flash_args fa = {.q = q->data, .k = k->data, .v = v->data, .y = out[0].data, .batch = batch, .qh = qh,
+                              .kvh = kvh, .sq = sq, .skv = skv, .hd = hd, .scale = (float)a.scale, .mask = ra.mask,
+                              .mask_dtype = ra.mask_dtype, .mlen = ra.mlen, .ms_b = ra.ms_b, .ms_h = ra.ms_h,
+                              .ms_q = ra.ms_q, .nan_to_zero = ra.nan_to_zero};
+        /* element strides of (batch, head, position): 3-D inputs interleave the heads in a row */
+        fa.q_sb = sq * qh * hd, fa.q_sh = rank3 ? hd : sq * hd, fa.q_ss = rank3 ? qh * hd : hd;
+        fa.kv_sb = skv * kvh * hd, fa.kv_sh = rank3 ? hd : skv * hd, fa.kv_ss = rank3 ? kvh * hd : hd;
+        fa.y_sb = fa.q_sb, fa.y_sh = fa.q_sh, fa.y_ss = fa.q_ss;
+        if (attn_flash_fits(qt, &fa)) return cuda_check_launch(n, "fused attention", attn_flash_run(qt, &fa, x->stream));
+    }
 
     /* present_key/present_value = concat(past, new) in their own dtype */
     if (num_out > 1 && out[1].data)

@@ -1,0 +1,41 @@
+/* Launcher of the fused attention kernel (kernels/attention_flash.cu): Y = softmax(scale * Q.K^T + mask).V for
+ * float16/bfloat16 Q, K, V with head size 32, 64 or 128, one pass over the keys per 64 queries with the score
+ * block in shared memory (tensor-core products, float32 online softmax), so neither the scores nor a head-major
+ * copy of Q, K, V or Y ever reach device memory. Plain C types only. */
+#ifndef CINFER_CUDA_KERNELS_ATTENTION_FLASH_H
+#define CINFER_CUDA_KERNELS_ATTENTION_FLASH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cinfer/cinfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element (b, h, i, d) of Q is q[b * q_sb + h * q_sh + i * q_ss + d] (3-D [batch, seq, heads * size] and 4-D
+ * [batch, heads, seq, size] both fit); K and V likewise with kv head h / (qh / kvh); Y like Q. */
+typedef struct attn_flash_args {
+    const void *q, *k, *v;
+    void *y;
+    int64_t batch, qh, kvh, sq, skv, hd;
+    int64_t q_sb, q_sh, q_ss, kv_sb, kv_sh, kv_ss, y_sb, y_sh, y_ss;
+    float scale;
+    const void *mask;  /* additive float (float, float16, bfloat16) or bool (True attends) mask, or NULL */
+    cinfer_dtype mask_dtype;
+    int64_t mlen, ms_b, ms_h, ms_q; /* mask row length (keys past it are masked) and broadcast strides */
+    bool nan_to_zero;  /* a NaN probability row becomes zeros (the fused Softmax NaN guard) */
+} attn_flash_args;
+
+/* Whether attn_flash_run takes this head size, dtype and alignment (16-byte rows). */
+bool attn_flash_fits(cinfer_dtype t, const attn_flash_args *a);
+
+cudaError_t attn_flash_run(cinfer_dtype t, const attn_flash_args *a, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
