@@ -22,6 +22,7 @@
 #   profile   for each PROFILE_SPECS entry model:batch:precision (default resnet50:64:fp16 bert:32:fp16): the
 #             caller-stream timing check (bench/gpu/check_timing.py), cinfer bench --profile (per-op table) and plain
 #             cinfer bench (host api, wall clock)
+#   ncu       Nsight Compute sections of one launch of the kernels matching NCU_KERNEL in cinfer bench (PROFILE_SPECS)
 #   trace     per-kernel GPU time of cinfer beside PyTorch eager for the same specs (default resnet50:1:fp16
 #             bert:128:fp16 dlrm:128:fp32; bench/gpu/kernel_trace.py, torch.profiler) into kernel_trace.log
 #   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
@@ -130,6 +131,19 @@ for what in "${@:-tests}"; do
                 --batch "$bsz" --precision "$prec" --iters 10 --warmup 2 --profile --int-high 1000
             stage "bench_${m}_b${bsz}_$prec" "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda \
                 --batch "$bsz" --precision "$prec" --iters 20 --warmup 3 --int-high 1000
+        done
+        ;;
+    ncu)
+        # Nsight Compute on one kernel launch of cinfer bench (NCU_KERNEL: a name regex), per PROFILE_SPECS model
+        torch_python
+        for spec in ${PROFILE_SPECS:-bert:128:fp16}; do
+            IFS=: read -r m bsz prec <<<"$spec"
+            export_model "$m"
+            stage "ncu_${m}_b${bsz}_$prec" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-.}" \
+                --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy \
+                --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+                "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda --batch "$bsz" --precision "$prec" \
+                --iters 1 --warmup 0 --int-high 1000
         done
         ;;
     trace)

@@ -92,12 +92,43 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention(attn_flash_args a
     const size_t mask_elem = a.mask_dtype == CINFER_DTYPE_FLOAT ? 4 : a.mask_dtype == CINFER_DTYPE_BOOL ? 1 : 2;
     if (a.mask) mask_base = static_cast<const char *>(a.mask) + (size_t)(b * a.ms_b + h * a.ms_h) * mask_elem;
 
+    // K and V tiles are fetched into registers one tile ahead, so their global latency hides behind the current
+    // tile's work (the kernel was bound by those waits with loads issued right before use)
+    constexpr int kChunks = D / 8, kPer = kKeys * kChunks / (kWarps * 32);  // 16-byte chunks per thread
+    uint4 k_next[kPer], v_next[kPer];
+    auto fetch = [&](int64_t k0) {
+        const int valid = (int)min((int64_t)kKeys, a.skv - k0);
+#pragma unroll
+        for (int u = 0; u < kPer; u++) {
+            const int c = threadIdx.x + u * kWarps * 32, r = c / kChunks, col = (c % kChunks) * 8;
+            const int64_t at = (k0 + r) * a.kv_ss + col;
+            k_next[u] = r < valid ? *reinterpret_cast<const uint4 *>(kp + at) : make_uint4(0, 0, 0, 0);
+            v_next[u] = r < valid ? *reinterpret_cast<const uint4 *>(vp + at) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    fetch(0);
     for (int64_t k0 = 0; k0 < a.skv; k0 += kKeys) {
         const int k_valid = (int)min((int64_t)kKeys, a.skv - k0);
         __syncthreads();  // the previous tile's K and V are no longer read
-        load_tile<T, D>(sk, kp + k0 * a.kv_ss, a.kv_ss, kKeys, k_valid);
-        load_tile<T, D>(sv, vp + k0 * a.kv_ss, a.kv_ss, kKeys, k_valid);
+#pragma unroll
+        for (int u = 0; u < kPer; u++) {
+            const int c = threadIdx.x + u * kWarps * 32, r = c / kChunks, col = (c % kChunks) * 8;
+            *reinterpret_cast<uint4 *>(sk + r * L::ldh + col) = k_next[u];
+            *reinterpret_cast<uint4 *>(sv + r * L::ldh + col) = v_next[u];
+        }
         __syncthreads();
+        if (k0 + kKeys < a.skv) fetch(k0 + kKeys);
+
+        // this tile's mask values, issued before the products so their latency overlaps them: element
+        // t * 32 + lane is row t / 2, column lane + 32 * (t % 2)
+        float bias[2 * kRows];
+#pragma unroll
+        for (int t = 0; t < 2 * kRows; t++) {
+            const int r = t >> 1, col = lane + 32 * (t & 1);
+            const int64_t i = q0 + warp * kRows + r;
+            bias[t] = mask_base && i < a.sq && col < k_valid
+                          ? mask_bias(a, mask_base + (size_t)(i * a.ms_q) * mask_elem, k0 + col) : 0.0f;
+        }
 
         // S[16 x 64] = Q rows of this warp . K^T
 #pragma unroll
@@ -116,20 +147,14 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention(attn_flash_args a
         }
         __syncwarp();
 
-        // scale and bias, the whole warp along each row (coalesced mask reads, all issued together): element
-        // t * 32 + lane is row t / 2, column lane + 32 * (t % 2); keys past the end are -inf
+        // scale and bias, the whole warp along each row (coalesced); keys past the end are -inf
 #pragma unroll
         for (int t = 0; t < 2 * kRows; t++) {
             const int r = t >> 1, col = lane + 32 * (t & 1);
-            const int64_t i = q0 + warp * kRows + r;
             float v = -INFINITY;
             if (col < k_valid) {
-                v = ss[r * L::lds + col] * a.scale;
-                if (mask_base && i < a.sq) {
-                    const float bias = mask_bias(a, mask_base + (size_t)(i * a.ms_q) * mask_elem, k0 + col);
-                    if (!(bias == -INFINITY)) open_rows |= 1u << r;  // NaN counts as open, as in the reference
-                    v += bias;
-                }
+                v = ss[r * L::lds + col] * a.scale + bias[t];
+                if (!(bias[t] == -INFINITY)) open_rows |= 1u << r;  // NaN counts as open, as in the reference
             }
             ss[r * L::lds + col] = v;
         }
