@@ -27,11 +27,12 @@ typedef struct attn_flash_args {
     const void *mask;  /* additive float (float, float16, bfloat16) or bool (True attends) mask, or NULL */
     cinfer_dtype mask_dtype;
     int64_t mlen, ms_b, ms_h, ms_q; /* mask row length (keys past it are masked) and broadcast strides */
+    bool mask_pairs;   /* set by attn_flash_fits: mask elements 2k, 2k + 1 of a row load as one */
     bool nan_to_zero;  /* a NaN probability row becomes zeros (the fused Softmax NaN guard) */
 } attn_flash_args;
 
-/* Whether attn_flash_run takes this head size, dtype and alignment (16-byte rows). */
-bool attn_flash_fits(cinfer_dtype t, const attn_flash_args *a);
+/* Whether attn_flash_run takes this head size, dtype and alignment (16-byte rows); sets a->mask_pairs. */
+bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a);
 
 cudaError_t attn_flash_run(cinfer_dtype t, const attn_flash_args *a, cudaStream_t stream);
 
