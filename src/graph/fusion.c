@@ -557,9 +557,25 @@ static int peel_scale(const graph *g, int v, double *scale) {
     }
 }
 
-/* v = Transpose(perm)(Reshape(x3, [a, b, heads, size])) read only here, x3 [batch, seq, heads * size]: returns x3
- * (-1 when v is not that) with the head count and size; seq gets b when it is a positive constant, else -1. */
-static int split_heads_of(const graph *g, int v, const int64_t *perm, int *heads, int *size, int64_t *seq) {
+/* Dim da of a and dim db of b are statically the same: equal known sizes, or dynamic dims of one name. */
+static bool same_dim(const graph_value *a, int da, const graph_value *b, int db) {
+    if (a->ndim <= da || b->ndim <= db) return false;
+    if (a->dims[da] > 0 || b->dims[db] > 0) return a->dims[da] == b->dims[db];
+    return a->dim_names[da] && b->dim_names[db] && strcmp(a->dim_names[da], b->dim_names[db]) == 0;
+}
+
+/* The first two entries of a Reshape target keep dims 0 and 1 of x (rank >= 2, static): each copies it (0 without
+ * allowzero), names its known size, or is the one -1 beside an entry that does. */
+static bool keeps_leading_dims(const graph_value *x, const int64_t *target, bool allowzero) {
+    bool kept[2];
+    for (int d = 0; d < 2; d++)
+        kept[d] = (target[d] == 0 && !allowzero) || (target[d] > 0 && x->dims[d] == target[d]);
+    return (kept[0] && kept[1]) || (kept[0] && target[1] == -1) || (kept[1] && target[0] == -1);
+}
+
+/* v = Transpose(perm)(Reshape(x3, [a, b, heads, size])) read only here, x3 [batch, seq, heads * size] of static
+ * rank 3 whose batch and seq the target keeps: returns x3 (-1 when v is not that) with the head count and size. */
+static int split_heads_of(const graph *g, int v, const int64_t *perm, int *heads, int *size) {
     int t = producer_node(g, v);
     if (t < 0 || !single_data_use(g, v) || !is_op(&g->nodes[t], "Transpose") || !has_perm(&g->nodes[t], perm, 4)) return -1;
     int r4 = g->nodes[t].inputs[0], r = producer_node(g, r4);
@@ -569,17 +585,13 @@ static int split_heads_of(const graph *g, int v, const int64_t *perm, int *heads
     if (const_ints(g, rn->inputs[1], target, 4) != 4 || target[2] <= 0 || target[3] <= 0 || target[2] > INT32_MAX ||
         target[3] > INT32_MAX)
         return -1;
-    bool allowzero = graph_attr_int(rn, "allowzero", 0) != 0;
-    for (int d = 0; d < 2; d++)
-        if (target[d] < -1 || (target[d] == 0 && allowzero)) return -1;
-    if (target[0] == -1 && target[1] == -1) return -1;
     int x3 = rn->inputs[0];
     const graph_value *xv = &g->values[x3];
-    if (xv->ndim != -1 && xv->ndim != 3) return -1;
-    if (xv->ndim == 3 && xv->dims[2] >= 0 && xv->dims[2] != target[2] * target[3]) return -1;
+    if (xv->ndim != 3 || xv->dims[2] != target[2] * target[3] ||
+        !keeps_leading_dims(xv, target, graph_attr_int(rn, "allowzero", 0) != 0))
+        return -1;
     *heads = (int)target[2];
     *size = (int)target[3];
-    *seq = target[1] > 0 ? target[1] : xv->ndim == 3 && xv->dims[1] > 0 ? xv->dims[1] : -1;
     return x3;
 }
 
@@ -654,20 +666,14 @@ static int swapped_last_two(const graph *g, int kt) {
     return k4;
 }
 
-/* The same length, statically: equal known dims, or dynamic dims of one name. */
-static bool same_length(const graph_value *a, int da, int64_t b_len, const char *b_name) {
-    if (a->ndim <= da) return false;
-    if (a->dims[da] > 0) return a->dims[da] == b_len;
-    return a->dim_names[da] && b_name && strcmp(a->dim_names[da], b_name) == 0;
-}
-
 /* Y = Reshape(Transpose[0,2,1,3](MatMul(Softmax(MatMul(Q4, K4^T) * s + mask), V4)), [., ., heads * vsize]), where
  * Q4, K4, V4 split the heads of 3-D projections q, k, v ([batch, seq, heads, size] then [0,2,1,3]): the shape
  * exporters give BERT-style self-attention. It becomes Attention(q, k, v, mask) with 3-D inputs (opset 23), whose
  * CUDA kernel runs it without the score tensor in memory or the layout copies. Where the Softmax had the NaN guard,
- * the node carries it. The mask's last dim must be statically the key length (Attention pads a shorter mask with
- * -inf where Add would broadcast it). One difference is left: a row whose every mask value is -inf gives zeros
- * (Attention's rule) where an unguarded Softmax gives NaN. */
+ * the node carries it; a mask is fused only behind that guard (a row masked wholly by -inf is NaN in an unguarded
+ * Softmax and zeros in Attention). Every shape the pattern relies on is checked statically: the projections are
+ * rank 3 with heads * size last, the split and merge Reshapes keep batch and sequence, K and V share them, and the
+ * mask broadcasts to the scores without enlarging them, its last dim the key length. */
 static cinfer_status fuse_attention(graph *g, bool *changed) {
     static const int64_t heads_first[4] = {0, 2, 1, 3}, k_transposed[4] = {0, 2, 3, 1};
     if (!op_schema_find("", "Attention")) return CINFER_OK;
@@ -710,25 +716,34 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
         if (qk < 0) continue;
         /* Q4 . K4^T and V4, heads split from 3-D projections */
         int hq, dq, hk, dk, hv, dv;
-        int64_t sq_len, k_len, v_len;
-        int q3 = split_heads_of(g, peel_scale(g, g->nodes[qk].inputs[0], &scale), heads_first, &hq, &dq, &sq_len);
+        int q3 = split_heads_of(g, peel_scale(g, g->nodes[qk].inputs[0], &scale), heads_first, &hq, &dq);
         int kt = peel_scale(g, g->nodes[qk].inputs[1], &scale);
-        int k3 = split_heads_of(g, kt, k_transposed, &hk, &dk, &k_len);
+        int k3 = split_heads_of(g, kt, k_transposed, &hk, &dk);
         if (k3 < 0) {
             int k4 = swapped_last_two(g, kt);
             /* K4 is also read by the Shape nodes of the round trip: those read only its dims */
-            k3 = k4 < 0 ? -1 : split_heads_of(g, k4, heads_first, &hk, &dk, &k_len);
+            k3 = k4 < 0 ? -1 : split_heads_of(g, k4, heads_first, &hk, &dk);
         }
-        int v3 = split_heads_of(g, pv->inputs[1], heads_first, &hv, &dv, &v_len);
+        int v3 = split_heads_of(g, pv->inputs[1], heads_first, &hv, &dv);
         if (q3 < 0 || k3 < 0 || v3 < 0 || hq != hk || hq != hv || dq != dk || !isfinite(scale) || scale <= 0) continue;
-        if (out_shape[2] != (int64_t)hq * dv) continue;
+        /* K and V of one batch and length; Attention's Y [batch, q seq, heads * vsize] is what the merge makes */
+        const graph_value *qv = &g->values[q3], *kv = &g->values[k3], *vv = &g->values[v3];
+        if (!same_dim(kv, 0, qv, 0) || !same_dim(vv, 0, qv, 0) || !same_dim(vv, 1, kv, 1)) continue;
+        if (out_shape[2] != (int64_t)hq * dv ||
+            !keeps_leading_dims(qv, out_shape, graph_attr_int(&g->nodes[orsh], "allowzero", 0) != 0))
+            continue;
         if (mask >= 0) {
+            /* the mask broadcasts to the scores [batch, heads, q seq, k seq] without enlarging them, and its last dim
+             * is the key length (Attention pads a shorter mask with -inf where Add would broadcast a 1) */
             const graph_value *mv = &g->values[mask];
-            const graph_value *kv = &g->values[k3];
-            if (mv->ndim < 1 || mv->ndim > 4) continue;
-            bool known = k_len > 0 ? same_length(mv, mv->ndim - 1, k_len, NULL)
-                                   : kv->ndim == 3 && same_length(mv, mv->ndim - 1, kv->dims[1], kv->dim_names[1]);
-            if (!known) continue;
+            bool fits = mv->ndim >= 1 && mv->ndim <= 4 && same_dim(mv, mv->ndim - 1, kv, 1);
+            for (int d = 0; fits && d < mv->ndim - 1; d++) {
+                int at = 4 - mv->ndim + d; /* its axis among the scores' */
+                fits = mv->dims[d] == 1 || (at == 0 && same_dim(mv, d, qv, 0)) || (at == 1 && mv->dims[d] == hq) ||
+                       (at == 2 && same_dim(mv, d, qv, 1));
+            }
+            /* without the NaN guard a row masked wholly by -inf is NaN, where Attention gives zeros */
+            if (!fits || !graph_attr_int(smn, "cinfer_nan_to_zero", 0)) continue;
         }
         int y = g->nodes[orsh].outputs[0];
         int in[4] = {q3, k3, v3, mask};

@@ -382,6 +382,7 @@ ATTENTION_CASES = {
     "rank4_per_head_mask_hd128": (4, 2, 2, 65, 64, 128, (TensorProto.FLOAT, (2, 2, 65, 64)), 0.1),
     "one_query_hd32_no_mask": (3, 2, 1, 1, 200, 32, None, None),
     "mask_shorter_than_keys": (3, 2, 2, 20, 130, 64, (TensorProto.FLOAT, (2, 1, 20, 100)), None),
+    "odd_key_count_unpaired_mask_loads": (3, 2, 2, 33, 129, 64, (TensorProto.FLOAT, (2, 1, 33, 129)), None),
 }
 
 
@@ -391,7 +392,7 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     """The fused half-precision Attention kernel (kernels/attention_flash.cu) against the CPU reference kernel at the
     same precision: masks of each kind (bool, float broadcast over heads/queries, per head, shorter than the keys,
     none), GQA, 3-D and 4-D layouts, head sizes 32/64/128, query and key counts off the 64-row tiles, fully masked
-    rows (zeros)."""
+    rows (zeros), a first key tile wholly masked, an odd key count (mask rows not paired for loads)."""
     need_gpu(gpus)
     rank, qh, kvh, sq, skv, hd, mask, scale = ATTENTION_CASES[case]
     rng = np.random.default_rng(7)
@@ -406,6 +407,8 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
             m = rng.standard_normal(mask[1]).astype(np.float32)
             m[..., :2] = -np.inf
             m[0, ..., 0, :] = -np.inf  # a fully masked query (or sequence 0 wholly, when the mask is per key)
+            if m.shape[-1] > 64:  # a first key tile wholly masked, later ones open (the running max starts at -inf)
+                m[-1, ..., -1, :64] = -np.inf
         feeds["m"] = m
     data_model = attention_model(rank, qh, kvh, sq, skv, hd, mask, scale)
     exact = Session(lib, data_model, device="cpu").run(feeds)[0]

@@ -3,6 +3,7 @@ results still match onnxruntime; near-misses of each pattern are left alone."""
 import ctypes
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -329,15 +330,18 @@ I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
 def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="full", guard=True, scale="div",
-                         p_output=False, softmax_axis=-1, mask_last=None):
+                         p_output=False, softmax_axis=-1, mask_last=None, split=None, merge=None, x_shape=None,
+                         mask_shape=None):
     """x [batch, seq, heads * size] -> q, k, v projections (MatMul + bias) -> heads split ([-1, seq, heads, size],
     [0,2,1,3]) -> softmax(Q.K^T * s + m).V -> heads merged -> y, written the ways exporters write it. k_form: the
     dynamo exporter's 3-D round trip through Shape/Slice/Concat, a direct [0,2,3,1] transpose, or [0,1,3,2] of K4.
-    scale: "div" (scores / sqrt(size)), "qk" (Q and K each times size^-1/4 after the split) or "none"."""
+    scale: "div" (scores / sqrt(size)), "qk" (Q and K each times size^-1/4 after the split) or "none". The model
+    carries onnx's inferred intermediate shapes, as exporters' files do (the fusion checks shapes statically)."""
     hidden = heads * size
     inits = {f"w{c}": f32(hidden, hidden, seed=10 + i) * (hidden ** -0.5) for i, c in enumerate("qkv")}
     inits.update({f"b{c}": f32(hidden, seed=20 + i) * 0.1 for i, c in enumerate("qkv")})
-    inits.update({"split": np.array([-1, seq, heads, size], np.int64), "merge": np.array([-1, seq, hidden], np.int64),
+    inits.update({"split": np.array(split or [-1, seq, heads, size], np.int64),
+                  "merge": np.array(merge or [-1, seq, hidden], np.int64),
                   "root": np.array(np.sqrt(size), np.float32), "quarter": np.array(size ** -0.25, np.float32),
                   "zero": np.array(0, np.float32), "minus1": np.array([-1], np.int64), "minus2": np.array([-2], np.int64),
                   "big": np.array([I64_MAX], np.int64), "small": np.array([I64_MIN], np.int64)})
@@ -378,16 +382,16 @@ def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="ful
         p = "pg"
     nodes += [N("MatMul", [p, "v4"], ["o4"]), N("Transpose", ["o4"], ["o3"], perm=[0, 2, 1, 3]),
               N("Reshape", ["o3", "merge"], ["y"])]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", seq, hidden])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape or ["batch", seq, hidden])]
     if mask:
-        shape = {"full": ["batch", 1, seq, seq], "keys": ["batch", 1, 1, seq]}[mask]
+        shape = mask_shape or {"full": ["batch", 1, seq, seq], "keys": ["batch", 1, 1, seq]}[mask]
         if mask_last is not None:
             shape[-1] = mask_last
         inputs.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, shape))
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
     if p_output:
         outputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
-    return model(nodes, inputs, outputs, inits)
+    return onnx.shape_inference.infer_shapes(model(nodes, inputs, outputs, inits))
 
 
 def attention_feeds(batch=3, seq=16, hidden=128, mask="full", mask_last=None):
@@ -444,7 +448,7 @@ def test_self_attention_becomes_one_attention_node_in_half_precision(lib, k_form
     assert "Attention" not in ops and ops.get("Softmax") == 1, ops
 
 
-@pytest.mark.parametrize("mask,guard", [("keys", False), (None, False), ("full", True)])
+@pytest.mark.parametrize("mask,guard", [("keys", True), (None, False), ("full", True)])
 @pytest.mark.parametrize("seq,heads,size", [(16, 2, 64), (100, 3, 32), (130, 2, 128)])
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_fused_attention_in_half_precision_matches_float32(lib, mask, guard, seq, heads, size, precision):
@@ -464,11 +468,31 @@ def test_fused_attention_in_half_precision_matches_float32(lib, mask, guard, seq
     assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
 
 
+def test_attention_with_a_dynamic_sequence_fuses_through_copied_dims(lib):
+    """[0, 0, heads, size] splits (copy batch and sequence) on a dynamic sequence fuse; a split naming the sequence
+    length it was exported with does not (a longer input would split differently)."""
+    x_shape = ["batch", "seq", 128]
+    m = self_attention_model(split=[0, 0, 2, 64], merge=[0, 0, 128], x_shape=x_shape, mask="keys",
+                             mask_shape=["batch", 1, 1, "seq"])
+    half_attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
+    m = self_attention_model(x_shape=x_shape, mask="keys", mask_shape=["batch", 1, 1, "seq"])
+    half_attention_check(lib, m, attention_feeds(mask="keys"), fused=False)
+
+
 def test_attention_near_misses_stay_unfused(lib):
-    """A mask that Add would broadcast along the keys (last dim 1), a Softmax over another axis, and a probability
-    tensor read elsewhere: left as they are, and still right."""
+    """A mask that Add would broadcast along the keys (last dim 1), a Softmax over another axis, a probability
+    tensor read elsewhere, a mask without the NaN guard, a split into other batch/sequence dims (chunked attention),
+    a merge into another shape, and a mask that enlarges the scores' batch: left as they are, and still right."""
     half_attention_check(lib, self_attention_model(mask="keys", mask_last=1),
                          attention_feeds(mask="keys", mask_last=1), fused=False)
     half_attention_check(lib, self_attention_model(softmax_axis=2, mask=None), attention_feeds(mask=None), fused=False)
     half_attention_check(lib, self_attention_model(guard=False, mask="keys", p_output=True),
                          attention_feeds(mask="keys"), fused=False)
+    half_attention_check(lib, self_attention_model(guard=False, mask="keys"), attention_feeds(mask="keys"), fused=False)
+    half_attention_check(lib, self_attention_model(split=[4, 8, 2, 64], mask=None, x_shape=[2, 16, 128]),
+                         attention_feeds(batch=2, mask=None), fused=False)
+    half_attention_check(lib, self_attention_model(merge=[1, -1, 128], mask=None, x_shape=[2, 16, 128]),
+                         attention_feeds(batch=2, mask=None), fused=False)
+    wide = {"x": attention_feeds(batch=1, mask=None)["x"], "m": attention_feeds(batch=3, mask="full")["m"]}
+    half_attention_check(lib, self_attention_model(x_shape=[1, 16, 128], mask_shape=[3, 1, 16, 16]), wide,
+                         fused=False)

@@ -6,7 +6,8 @@
 // (operands loaded with ldmatrix): S = Q.K^T, then scale, mask and an online softmax in float32 (row maxima and
 // sums shared by the 4 threads of a row group), then O += P.V with P passed on in registers as the A operand. The
 // mask, the fully masked rule (zeros) and NaN rows follow the Attention reference (backend/cpu/attention_sdpa.c);
-// what differs is rounding only: the scores and probabilities stay float32 where the reference rounds them to T.
+// what differs is rounding and range: the scores and probabilities stay float32 where the reference rounds them to
+// T (so a score past T's range stays finite here, where the reference's would be inf).
 #include <math.h>
 #include <stdint.h>
 

@@ -59,6 +59,19 @@ __global__ void layer_norm_kernel(const T *x, void *y, cinfer_dtype y_dtype, int
     }
 }
 
+// A warp-per-row kernel's 1/sqrt(var + eps) from its lanes' squared deviations q; lane 0 stores the statistics.
+template <typename F>
+__device__ __forceinline__ F warp_row_inv(F q, F mean, int cols, double eps, int lane, int64_t row,
+                                          const cuda_norm_stat &mean_out, const cuda_norm_stat &inv_out) {
+    const F var = red::warp_allreduce(q, red::Add{}) / (F)cols;
+    const F inv = (F)(1.0 / sqrt((double)var + eps)); /* in double, as the CPU */
+    if (lane == 0) {
+        if (mean_out.data) red::store_any(mean_out.data, mean_out.dtype, row, mean);
+        if (inv_out.data) red::store_any(inv_out.data, inv_out.dtype, row, inv);
+    }
+    return inv;
+}
+
 // Rows of at most 1024: one warp per row, the row read once into registers (the block-per-row kernel above read it
 // three times behind barriers, ~3x below memory speed on BERT's 768-wide rows). Same statistics and affine apply.
 template <typename T, int K>
@@ -87,12 +100,7 @@ __global__ void layer_norm_warp_kernel(const T *x, const T *res, void *y, cinfer
                 q += d * d;
             }
         }
-        const F var = red::warp_allreduce(q, red::Add{}) / (F)cols;
-        const F inv = (F)(1.0 / sqrt((double)var + eps)); /* in double, as the CPU */
-        if (lane == 0) {
-            if (mean_out.data) red::store_any(mean_out.data, mean_out.dtype, row, mean);
-            if (inv_out.data) red::store_any(inv_out.data, inv_out.dtype, row, inv);
-        }
+        const F inv = warp_row_inv(q, mean, cols, eps, lane, row, mean_out, inv_out);
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int j = lane + 32 * k;
@@ -138,12 +146,7 @@ __global__ void layer_norm_vec_kernel(const T *x, const T *res, T *y, int64_t ro
         for (int c = 0; c < C; c++)
 #pragma unroll
             for (int k = 0; k < 8; k++) q += (v[c][k] - mean) * (v[c][k] - mean);
-        const float var = red::warp_allreduce(q, red::Add{}) / (float)cols;
-        const float inv = (float)(1.0 / sqrt((double)var + eps)); /* in double, as the CPU */
-        if (lane == 0) {
-            if (mean_out.data) red::store_any(mean_out.data, mean_out.dtype, row, mean);
-            if (inv_out.data) red::store_any(inv_out.data, inv_out.dtype, row, inv);
-        }
+        const float inv = warp_row_inv(q, mean, cols, eps, lane, row, mean_out, inv_out);
 #pragma unroll
         for (int c = 0; c < C; c++) {
             const int col = (c * 32 + lane) * 8;
@@ -171,17 +174,21 @@ template <typename T>
 bool layer_norm_vec(cinfer_dtype dt, const void *x, const void *res, cinfer_dtype y_dtype, void *y, int64_t rows,
                     int64_t cols, cuda_norm_param scale, cuda_norm_param bias, double eps, bool rms,
                     cuda_norm_stat mean, cuda_norm_stat inv, cudaStream_t stream) {
-    if (sizeof(T) != 2 || y_dtype != dt || scale.ndim != 0 || scale.dtype != dt || cols % 256 != 0) return false;
-    if (bias.data && (bias.ndim != 0 || bias.dtype != dt)) return false;
-    const void *ptrs[] = {x, res, y, scale.data, bias.data};
-    for (const void *p : ptrs)
-        if (((uintptr_t)p & 15u) != 0) return false;
-    switch (cols / 256) {
-    case 1: launch_layer_norm_vec<T, 1>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
-    case 2: launch_layer_norm_vec<T, 2>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
-    case 3: launch_layer_norm_vec<T, 3>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
-    case 4: launch_layer_norm_vec<T, 4>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
-    default: return false;
+    if constexpr (sizeof(T) != 2) { /* 8 elements per 16 bytes: half types only (not instantiated for others) */
+        return false;
+    } else {
+        if (y_dtype != dt || scale.ndim != 0 || scale.dtype != dt || cols % 256 != 0) return false;
+        if (bias.data && (bias.ndim != 0 || bias.dtype != dt)) return false;
+        const void *ptrs[] = {x, res, y, scale.data, bias.data};
+        for (const void *p : ptrs)
+            if (((uintptr_t)p & 15u) != 0) return false;
+        switch (cols / 256) {
+        case 1: launch_layer_norm_vec<T, 1>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
+        case 2: launch_layer_norm_vec<T, 2>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
+        case 3: launch_layer_norm_vec<T, 3>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
+        case 4: launch_layer_norm_vec<T, 4>(x, res, y, rows, scale, bias, eps, rms, mean, inv, stream); return true;
+        default: return false;
+        }
     }
 }
 
