@@ -448,15 +448,19 @@ static cinfer_status add_fused_input(graph_node *n, int v) {
 
 /* Equal static shapes: every dim known and equal, except a dynamic batch dim that both name alike (the same symbol
  * is the same size; an unnamed or differently named one could be 1 on one side, where the Add would broadcast). */
+/* Dim da of a and dim db of b are statically the same: equal known sizes, or dynamic dims of one name. */
+static bool same_dim(const graph_value *a, int da, const graph_value *b, int db) {
+    if (a->ndim <= da || b->ndim <= db) return false;
+    if (a->dims[da] > 0 || b->dims[db] > 0) return a->dims[da] == b->dims[db];
+    return a->dim_names[da] && b->dim_names[db] && strcmp(a->dim_names[da], b->dim_names[db]) == 0;
+}
+
 static bool same_static_shape(const graph *g, int a, int b) {
     if (a < 0 || b < 0) return false; /* an absent input (empty name) */
     const graph_value *x = &g->values[a], *y = &g->values[b];
     if (x->ndim < 1 || x->ndim != y->ndim) return false;
-    for (int d = 0; d < x->ndim; d++) {
-        if (x->dims[d] != y->dims[d]) return false;
-        if (x->dims[d] < 0 && (d > 0 || !x->dim_names[d] || !y->dim_names[d] || strcmp(x->dim_names[d], y->dim_names[d]) != 0))
-            return false;
-    }
+    for (int d = 0; d < x->ndim; d++)
+        if (!same_dim(x, d, y, d) || (d > 0 && x->dims[d] < 0)) return false; /* only the batch may be dynamic */
     return true;
 }
 
@@ -555,13 +559,6 @@ static int peel_scale(const graph *g, int v, double *scale) {
         *scale *= div ? 1.0 / c : c;
         v = x;
     }
-}
-
-/* Dim da of a and dim db of b are statically the same: equal known sizes, or dynamic dims of one name. */
-static bool same_dim(const graph_value *a, int da, const graph_value *b, int db) {
-    if (a->ndim <= da || b->ndim <= db) return false;
-    if (a->dims[da] > 0 || b->dims[db] > 0) return a->dims[da] == b->dims[db];
-    return a->dim_names[da] && b->dim_names[db] && strcmp(a->dim_names[da], b->dim_names[db]) == 0;
 }
 
 /* The first two entries of a Reshape target keep dims 0 and 1 of x (rank >= 2, static): each copies it (0 without
@@ -714,6 +711,7 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
             if (mm >= 0 && single_data_use(g, cand) && is_op(&g->nodes[mm], "MatMul")) qk = mm;
         }
         if (qk < 0) continue;
+        const bool nan_to_zero = graph_attr_int(smn, "cinfer_nan_to_zero", 0) != 0;
         /* Q4 . K4^T and V4, heads split from 3-D projections */
         int hq, dq, hk, dk, hv, dv;
         int q3 = split_heads_of(g, peel_scale(g, g->nodes[qk].inputs[0], &scale), heads_first, &hq, &dq);
@@ -743,13 +741,12 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
                        (at == 2 && same_dim(mv, d, qv, 1));
             }
             /* without the NaN guard a row masked wholly by -inf is NaN, where Attention gives zeros */
-            if (!fits || !graph_attr_int(smn, "cinfer_nan_to_zero", 0)) continue;
+            if (!fits || !nan_to_zero) continue;
         }
         int y = g->nodes[orsh].outputs[0];
         int in[4] = {q3, k3, v3, mask};
         char name[512];
         snprintf(name, sizeof name, "%s/Attention", g->nodes[qk].name);
-        bool nan_to_zero = graph_attr_int(smn, "cinfer_nan_to_zero", 0) != 0;
         g->nodes[orsh].removed = true; /* its output is now the Attention's; the rest dies with no readers */
         int a = graph_add_node(g, name, "Attention", "", 23, in, mask >= 0 ? 4 : 3, &y, 1);
         if (a < 0) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory fusing attention at '%s'", name);

@@ -360,8 +360,7 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
 }
 
 extern "C" cudaError_t attn_flash_run(cinfer_dtype t, const attn_flash_args *a, cudaStream_t stream) {
-    attn_flash_args checked = *a;
-    if (!attn_flash_fits(t, &checked) || checked.mask_pairs != a->mask_pairs) return cudaErrorInvalidValue;
     if (t == CINFER_DTYPE_FLOAT16) return launch_size<__half>(a, stream);
-    return launch_size<__nv_bfloat16>(a, stream);
+    if (t == CINFER_DTYPE_BFLOAT16) return launch_size<__nv_bfloat16>(a, stream);
+    return cudaErrorInvalidValue;
 }

@@ -34,6 +34,7 @@ typedef struct attn_flash_args {
 /* Whether attn_flash_run takes this head size, dtype and alignment (16-byte rows); sets a->mask_pairs. */
 bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a);
 
+/* Launches the kernel for arguments attn_flash_fits accepted (it is not checked again on this per-run path). */
 cudaError_t attn_flash_run(cinfer_dtype t, const attn_flash_args *a, cudaStream_t stream);
 
 #ifdef __cplusplus
