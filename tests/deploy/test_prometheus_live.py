@@ -50,6 +50,12 @@ class Prometheus:
         assert body["status"] == "success", body
         return body["data"]
 
+    def ready(self):
+        """True once the TSDB has opened: before that every API call answers 503 Service Unavailable (an
+        HTTPError, an OSError, which wait_for retries)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=10) as r:
+            return r.status == 200
+
     def query(self, expr):
         try:
             return self.api("query", query=expr)["result"]
@@ -110,6 +116,7 @@ def live(tmp_path_factory):
     prom, traffic = None, Traffic(server)
     try:
         prom = Prometheus(binary, tmp, f"127.0.0.1:{server.metrics_port}")
+        prom.wait_for(prom.ready, "ready to answer queries")
         prom.wait_for(lambda: prom.query('up{job="cinfer"} == 1'), "the cinfer target up")
         traffic.start()
         prom.wait_for(lambda: prom.query('increase(nv_inference_request_failure{job="cinfer"}[1m]) > 0'),
