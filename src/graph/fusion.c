@@ -45,16 +45,19 @@ static bool single_data_use(const graph *g, int v) {
     return uses == 1;
 }
 
-/* The one node reading value v (single_use(v) holds), or -1. */
-static int only_consumer(const graph *g, int v) {
+/* The first node reading value v, Shape-like readers of its dims skipped when `data_only`; -1 when none. Where
+ * single_use(v) (single_data_use(v)) holds, it is the one reader (of its contents). */
+static int first_consumer(const graph *g, int v, bool data_only) {
     for (int i = 0; i < g->num_nodes; i++) {
         const graph_node *n = &g->nodes[i];
-        if (n->removed) continue;
+        if (n->removed || (data_only && n->schema && (n->schema->flags & OP_FLAG_SHAPE_ONLY))) continue;
         for (int k = 0; k < n->num_inputs; k++)
             if (n->inputs[k] == v) return i;
     }
     return -1;
 }
+
+static int only_consumer(const graph *g, int v) { return first_consumer(g, v, false); }
 
 static bool scalar_float(const graph *g, int v, double *out) {
     if (v < 0 || g->values[v].kind != VALUE_CONSTANT) return false;
@@ -446,21 +449,22 @@ static cinfer_status add_fused_input(graph_node *n, int v) {
     return graph_node_add_int_attr(n, "cinfer_fused_add", 1);
 }
 
-/* Equal static shapes: every dim known and equal, except a dynamic batch dim that both name alike (the same symbol
- * is the same size; an unnamed or differently named one could be 1 on one side, where the Add would broadcast). */
-/* Dim da of a and dim db of b are statically the same: equal known sizes, or dynamic dims of one name. */
+/* Dim da of a and dim db of b are statically the same: equal known sizes, or dynamic dims of one name (the same
+ * symbol is the same size; an unnamed or differently named one could be 1 on one side, where an Add would
+ * broadcast). */
 static bool same_dim(const graph_value *a, int da, const graph_value *b, int db) {
     if (a->ndim <= da || b->ndim <= db) return false;
     if (a->dims[da] > 0 || b->dims[db] > 0) return a->dims[da] == b->dims[db];
     return a->dim_names[da] && b->dim_names[db] && strcmp(a->dim_names[da], b->dim_names[db]) == 0;
 }
 
+/* Equal static shapes: every dim the same by same_dim. */
 static bool same_static_shape(const graph *g, int a, int b) {
     if (a < 0 || b < 0) return false; /* an absent input (empty name) */
     const graph_value *x = &g->values[a], *y = &g->values[b];
     if (x->ndim < 1 || x->ndim != y->ndim) return false;
     for (int d = 0; d < x->ndim; d++)
-        if (!same_dim(x, d, y, d) || (d > 0 && x->dims[d] < 0)) return false; /* only the batch may be dynamic */
+        if (!same_dim(x, d, y, d)) return false;
     return true;
 }
 
@@ -570,23 +574,41 @@ static bool keeps_leading_dims(const graph_value *x, const int64_t *target, bool
     return (kept[0] && kept[1]) || (kept[0] && target[1] == -1) || (kept[1] && target[0] == -1);
 }
 
+/* Reshape node rn makes a rank-`rank` value whose dims 0 and 1 are those of the 3-D value ref (its input's, where a
+ * target entry copies one) and whose last ones are static, set into last[]: read from its constant target, or (a
+ * target computed from Shape(x), as torch's legacy exporter writes) from the output's static shape, which
+ * graph_infer_static_shapes derived as a plan will. */
+static bool reshape_keeps_leading(const graph *g, const graph_node *rn, int ref, int rank, int64_t *last) {
+    const graph_value *rv = &g->values[ref], *yv = &g->values[rn->outputs[0]];
+    int64_t target[4];
+    bool kept;
+    if (rv->ndim != 3) return false;
+    if (const_ints(g, rn->inputs[1], target, rank) == rank) {
+        kept = keeps_leading_dims(rv, target, graph_attr_int(rn, "allowzero", 0) != 0);
+    } else {
+        if (yv->ndim != rank) return false;
+        memcpy(target, yv->dims, sizeof(int64_t) * (size_t)rank);
+        kept = same_dim(yv, 0, rv, 0) && same_dim(yv, 1, rv, 1);
+    }
+    for (int d = 2; d < rank; d++) {
+        if (target[d] <= 0 || target[d] > INT32_MAX) return false;
+        last[d - 2] = target[d];
+    }
+    return kept;
+}
+
 /* v = Transpose(perm)(Reshape(x3, [a, b, heads, size])) read only here, x3 [batch, seq, heads * size] of static
- * rank 3 whose batch and seq the target keeps: returns x3 (-1 when v is not that) with the head count and size. */
+ * rank 3 whose batch and seq the Reshape keeps: returns x3 (-1 when v is not that) with the head count and size. */
 static int split_heads_of(const graph *g, int v, const int64_t *perm, int *heads, int *size) {
     int t = producer_node(g, v);
     if (t < 0 || !single_data_use(g, v) || !is_op(&g->nodes[t], "Transpose") || !has_perm(&g->nodes[t], perm, 4)) return -1;
     int r4 = g->nodes[t].inputs[0], r = producer_node(g, r4);
     if (r < 0 || !single_data_use(g, r4) || !is_op(&g->nodes[r], "Reshape")) return -1;
     const graph_node *rn = &g->nodes[r];
-    int64_t target[4];
-    if (const_ints(g, rn->inputs[1], target, 4) != 4 || target[2] <= 0 || target[3] <= 0 || target[2] > INT32_MAX ||
-        target[3] > INT32_MAX)
-        return -1;
+    int64_t target[4]; /* the head count and size at 2 and 3 */
     int x3 = rn->inputs[0];
-    const graph_value *xv = &g->values[x3];
-    if (xv->ndim != 3 || xv->dims[2] != target[2] * target[3] ||
-        !keeps_leading_dims(xv, target, graph_attr_int(rn, "allowzero", 0) != 0))
-        return -1;
+    if (!reshape_keeps_leading(g, rn, x3, 4, target + 2)) return -1;
+    if (g->values[x3].dims[2] != target[2] * target[3]) return -1;
     *heads = (int)target[2];
     *size = (int)target[3];
     return x3;
@@ -667,10 +689,11 @@ static int swapped_last_two(const graph *g, int kt) {
  * Q4, K4, V4 split the heads of 3-D projections q, k, v ([batch, seq, heads, size] then [0,2,1,3]): the shape
  * exporters give BERT-style self-attention. It becomes Attention(q, k, v, mask) with 3-D inputs (opset 23), whose
  * CUDA kernel runs it without the score tensor in memory or the layout copies. Where the Softmax had the NaN guard,
- * the node carries it; a mask is fused only behind that guard (a row masked wholly by -inf is NaN in an unguarded
- * Softmax and zeros in Attention). Every shape the pattern relies on is checked statically: the projections are
- * rank 3 with heads * size last, the split and merge Reshapes keep batch and sequence, K and V share them, and the
- * mask broadcasts to the scores without enlarging them, its last dim the key length. */
+ * the node carries it; where it had none, the node keeps its NaN for a row of -inf scores (a row masked wholly by
+ * -inf, say), which Attention's own rule makes zeros. Every shape the pattern relies on is checked statically (with
+ * the shapes graph_infer_static_shapes found where targets are computed): the projections are rank 3 with
+ * heads * size last, the split and merge Reshapes keep batch and sequence, K and V share them, and the mask
+ * broadcasts to the scores without enlarging them, its last dim the key length. */
 static cinfer_status fuse_attention(graph *g, bool *changed) {
     static const int64_t heads_first[4] = {0, 2, 1, 3}, k_transposed[4] = {0, 2, 3, 1};
     if (!op_schema_find("", "Attention")) return CINFER_OK;
@@ -678,14 +701,16 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
     for (int i = 0; i < num_nodes; i++) {
         const graph_node *pv = &g->nodes[i];
         if (!is_op(pv, "MatMul")) continue;
-        /* out: Transpose[0,2,1,3] then Reshape to [., ., heads * vsize] */
-        int o4 = pv->outputs[0], ot = only_consumer(g, o4);
-        if (!single_use(g, o4) || ot < 0 || !is_op(&g->nodes[ot], "Transpose") || !has_perm(&g->nodes[ot], heads_first, 4))
-            continue;
-        int ot_out = g->nodes[ot].outputs[0], orsh = only_consumer(g, ot_out);
-        if (!single_use(g, ot_out) || orsh < 0 || !is_op(&g->nodes[orsh], "Reshape")) continue;
-        int64_t out_shape[3];
-        if (const_ints(g, g->nodes[orsh].inputs[1], out_shape, 3) != 3) continue;
+        /* out: Transpose[0,2,1,3] then Reshape to [., ., heads * vsize] (Shape readers of the steps aside: they
+         * read dims, which stay) */
+        int o4 = pv->outputs[0], ot = first_consumer(g, o4, true);
+        if (!single_data_use(g, o4) || ot < 0) continue;
+        int r4 = g->nodes[ot].outputs[0];
+        if (is_op(&g->nodes[ot], "Reshape") && same_static_shape(g, o4, r4) && single_data_use(g, r4))
+            ot = first_consumer(g, r4, true); /* a Reshape to the shape it has (torch's legacy SDPA export) */
+        if (ot < 0 || !is_op(&g->nodes[ot], "Transpose") || !has_perm(&g->nodes[ot], heads_first, 4)) continue;
+        int ot_out = g->nodes[ot].outputs[0], orsh = first_consumer(g, ot_out, true);
+        if (!single_data_use(g, ot_out) || orsh < 0 || !is_op(&g->nodes[orsh], "Reshape")) continue;
         /* P = Softmax over the last axis */
         int p = pv->inputs[0], sm = producer_node(g, p);
         if (sm < 0 || !single_data_use(g, p) || !is_op(&g->nodes[sm], "Softmax")) continue;
@@ -727,9 +752,8 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
         /* K and V of one batch and length; Attention's Y [batch, q seq, heads * vsize] is what the merge makes */
         const graph_value *qv = &g->values[q3], *kv = &g->values[k3], *vv = &g->values[v3];
         if (!same_dim(kv, 0, qv, 0) || !same_dim(vv, 0, qv, 0) || !same_dim(vv, 1, kv, 1)) continue;
-        if (out_shape[2] != (int64_t)hq * dv ||
-            !keeps_leading_dims(qv, out_shape, graph_attr_int(&g->nodes[orsh], "allowzero", 0) != 0))
-            continue;
+        int64_t merged;
+        if (!reshape_keeps_leading(g, &g->nodes[orsh], q3, 3, &merged) || merged != (int64_t)hq * dv) continue;
         if (mask >= 0) {
             /* the mask broadcasts to the scores [batch, heads, q seq, k seq] without enlarging them, and its last dim
              * is the key length (Attention pads a shorter mask with -inf where Add would broadcast a 1) */
@@ -740,8 +764,7 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
                 fits = mv->dims[d] == 1 || (at == 0 && same_dim(mv, d, qv, 0)) || (at == 1 && mv->dims[d] == hq) ||
                        (at == 2 && same_dim(mv, d, qv, 1));
             }
-            /* without the NaN guard a row masked wholly by -inf is NaN, where Attention gives zeros */
-            if (!fits || !nan_to_zero) continue;
+            if (!fits) continue;
         }
         int y = g->nodes[orsh].outputs[0];
         int in[4] = {q3, k3, v3, mask};
@@ -759,7 +782,9 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
         CINFER_TRY(graph_node_add_attr(an, "scale", &sa));
         sa->type = ATTR_FLOAT;
         sa->f = (float)scale;
-        if (nan_to_zero) CINFER_TRY(graph_node_add_int_attr(an, "cinfer_nan_to_zero", 1));
+        /* a row of -inf scores: zeros behind the NaN guard, NaN from an unguarded Softmax (Attention's own rule
+         * gives zeros) */
+        CINFER_TRY(graph_node_add_int_attr(an, nan_to_zero ? "cinfer_nan_to_zero" : "cinfer_empty_rows_nan", 1));
         *changed = true;
         graph_recount_uses(g);
     }

@@ -130,9 +130,14 @@ void graph_recount_uses(graph *g);
 bool graph_is_float_constant(const graph *g, int v);
 /* Resolves each node's schema; fails listing every unsupported op with node names. */
 cinfer_status graph_bind_schemas(graph *g);
-/* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding,
- * dead-node removal; then marks the host-evaluated shape subgraphs. */
+/* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding, static shapes,
+ * fusions, dead-node removal; then marks the host-evaluated shape subgraphs. */
 cinfer_status graph_optimize(graph *g);
+/* Static shapes (graph/static_shapes.c) for the intermediate values, found by inferring the graph's shapes at two
+ * probe sizes of its dynamic input dims: a dim equal in both is static, one that follows a named input dim takes its
+ * name. Overrides the file's value_info (the probes compute what a plan will); leaves model inputs and outputs as the
+ * file describes them. Needs bound schemas and the host values marked; graph_optimize calls it before the fusions. */
+cinfer_status graph_infer_static_shapes(graph *g);
 /* Fusions that cut kernels (graph/fusion.c): common subexpressions merged, the erf GELU pattern as one Gelu node,
  * scalar scales after a MatMul(+bias) folded into its constants. Called by graph_optimize. */
 cinfer_status graph_fuse(graph *g);

@@ -477,6 +477,8 @@ cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(fold_constants(g));
     CINFER_TRY(fold_conv_batchnorm(g));
     CINFER_TRY(fuse_relu(g));
+    mark_value_needed(g); /* the probes evaluate the shape subgraphs as a plan would */
+    CINFER_TRY(graph_infer_static_shapes(g));
     CINFER_TRY(graph_fuse(g));
     CINFER_TRY(fuse_relu(g)); /* the Gemms graph_fuse made from MatMul + bias */
     graph_remove_dead_nodes(g);

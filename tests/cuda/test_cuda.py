@@ -386,6 +386,24 @@ ATTENTION_CASES = {
 }
 
 
+def test_fused_attention_of_an_unguarded_legacy_export_keeps_nan_rows_on_the_gpu(lib, gpus):
+    """A legacy-exported self-attention (targets computed from Shape, no value_info, no NaN guard) fuses on the GPU
+    too, and the fused kernel keeps the NaN of its fully masked query row ("cinfer_empty_rows_nan") as the CPU
+    reference and the unguarded Softmax give it, where Attention's own rule would write zeros."""
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit"))
+    from test_fusion import attention_feeds, self_attention_model, session_ops
+    m = self_attention_model(guard=False, mask="full", legacy=True, x_shape=["batch", "seq", 128],
+                             mask_shape=["batch", 1, "seq", "seq"]).SerializeToString()
+    feeds = attention_feeds(mask="full")
+    want = Session(lib, m, device="cpu", options={"precision": "fp16"}).run(feeds)[0]
+    s = Session(lib, m, device="cuda:0", options={"precision": "fp16", "profile": "1"})
+    got = s.run(feeds)[0]
+    assert session_ops(lib, s).get("Attention") == 1
+    assert np.isnan(got[2, 1]).all() and np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)  # NaNs in the same places compare equal
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 @pytest.mark.parametrize("case", sorted(ATTENTION_CASES))
 def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):

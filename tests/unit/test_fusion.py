@@ -216,7 +216,7 @@ def test_matmul_with_a_non_constant_weight_stays(lib):
     assert ops == {"MatMul": 1, "Add": 1}, ops
 
 
-def residual_model(relu=True, residual_shape=(2, 8, 6, 6), bias=True):
+def residual_model(relu=True, residual_shape=(2, 8, 6, 6), bias=True, conv_shape=("n", 8, 6, 6)):
     nodes = [N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), N("Relu", ["c1"], ["r1"]),
              N("Conv", ["r1", "w2"] + (["b2"] if bias else []), ["c2"], pads=[1, 1, 1, 1]),
              N("Add", ["skip", "c2"], ["s"])]
@@ -226,8 +226,10 @@ def residual_model(relu=True, residual_shape=(2, 8, 6, 6), bias=True):
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, 6, 6])],
               {"w1": f32(8, 4, 3, 3, seed=1) * 0.3, "b1": f32(8, seed=2), "w2": f32(8, 8, 3, 3, seed=3) * 0.2,
                "b2": f32(8, seed=4)})
-    # exporters record intermediate shapes (value_info); the fusion needs the Conv output's to match the residual's
-    m.graph.value_info.append(helper.make_tensor_value_info("c2", TensorProto.FLOAT, ["n", 8, 6, 6]))
+    # dynamo exports record intermediate shapes (value_info), torch's legacy exporter none (conv_shape=None): cinfer
+    # infers them at load either way, and its own shapes win over a file's
+    if conv_shape:
+        m.graph.value_info.append(helper.make_tensor_value_info("c2", TensorProto.FLOAT, list(conv_shape)))
     return m
 
 
@@ -242,8 +244,20 @@ def test_conv_residual_add_relu_fuse_into_the_conv(lib, relu, bias):
     np.testing.assert_allclose(half, want, rtol=1e-2, atol=1e-2)
 
 
-def test_broadcast_residual_is_not_fused(lib):
-    m = residual_model(residual_shape=(2, 8, 1, 1))
+def test_conv_residual_fuses_without_intermediate_shapes_in_the_file(lib):
+    """torch's legacy exporter writes no value_info (ResNets exported so kept every residual Add and Relu): the
+    Conv output's shape inferred at load proves the join."""
+    m = residual_model(conv_shape=None)
+    assert not m.graph.value_info
+    ops = check_against_ort(lib, m, {"x": f32(3, 4, 6, 6), "skip": f32(3, 8, 6, 6, seed=9)}, rtol=1e-5, atol=1e-5)
+    assert ops == {"Conv": 2}, ops
+
+
+@pytest.mark.parametrize("conv_shape", [("n", 8, 6, 6), None, ("n", 8, 1, 1)])
+def test_broadcast_residual_is_not_fused(lib, conv_shape):
+    """A residual that Add broadcasts stays an Add, also where the file's value_info claims (wrongly) that the Conv
+    output has the residual's shape: the fused kernel would read the [n, 8, 1, 1] residual as [n, 8, 6, 6]."""
+    m = residual_model(residual_shape=(2, 8, 1, 1), conv_shape=conv_shape)
     ops = check_against_ort(lib, m, {"x": f32(2, 4, 6, 6), "skip": f32(2, 8, 1, 1, seed=9)}, rtol=1e-5, atol=1e-5)
     assert ops["Add"] == 1 and ops["Relu"] == 1, ops
 
@@ -284,6 +298,34 @@ def test_residual_add_fuses_into_the_layer_norm(lib, cols):
     half = Session(lib, m.SerializeToString(), options={"precision": "fp16"}).run(feeds)[0]
     want = Session(lib, m.SerializeToString()).run(feeds)[0]
     np.testing.assert_allclose(half, want, rtol=2e-2, atol=2e-2)
+
+
+def test_residual_add_fuses_on_a_dynamic_sequence(lib):
+    """Both operands [n, seq, 64] with seq dynamic: the same named dims are the same sizes, so the Add fuses; the
+    intermediate shapes come from load-time inference (none in the file)."""
+    m = residual_layer_norm_model(cols=64)
+    del m.graph.value_info[:]
+    for v in (m.graph.input[0], m.graph.input[1], m.graph.output[0]):
+        v.type.tensor_type.shape.dim[1].dim_param = "seq"
+    for seq in (5, 9):
+        feeds = {"x": f32(2, seq, 64) * 2, "skip": f32(2, seq, 64, seed=9) + 3}
+        ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-4)
+        assert ops == {"Mul": 1, "LayerNormalization": 1}, ops
+
+
+def test_a_model_whose_shapes_cannot_be_probed_still_loads_and_runs(lib):
+    """A dynamic dim the graph needs at one size (a constant [1, 16, 64] added to [n, seq, 64]) makes the load-time
+    shape inference fail at that node: what follows keeps the file's description, and the model runs as before."""
+    m = residual_layer_norm_model(cols=64)
+    del m.graph.value_info[:]
+    m.graph.node.insert(0, N("Add", ["x0", "pos"], ["x"]))
+    m.graph.input[0].name = "x0"
+    m.graph.initializer.append(numpy_helper.from_array(f32(1, 16, 64, seed=7), "pos"))
+    for v in (m.graph.input[0], m.graph.input[1], m.graph.output[0]):
+        v.type.tensor_type.shape.dim[1].dim_param = "seq"
+    feeds = {"x0": f32(2, 16, 64), "skip": f32(2, 16, 64, seed=9)}
+    ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-4)
+    assert ops["Add"] == 2, ops  # nothing proves h and skip alike: the residual Add stays
 
 
 def test_layer_norm_residual_near_misses_stay_unfused(lib):
@@ -331,12 +373,15 @@ I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="full", guard=True, scale="div",
                          p_output=False, softmax_axis=-1, mask_last=None, split=None, merge=None, x_shape=None,
-                         mask_shape=None):
+                         mask_shape=None, legacy=False, split_dims=(0, 1)):
     """x [batch, seq, heads * size] -> q, k, v projections (MatMul + bias) -> heads split ([-1, seq, heads, size],
     [0,2,1,3]) -> softmax(Q.K^T * s + m).V -> heads merged -> y, written the ways exporters write it. k_form: the
     dynamo exporter's 3-D round trip through Shape/Slice/Concat, a direct [0,2,3,1] transpose, or [0,1,3,2] of K4.
     scale: "div" (scores / sqrt(size)), "qk" (Q and K each times size^-1/4 after the split) or "none". The model
-    carries onnx's inferred intermediate shapes, as exporters' files do (the fusion checks shapes statically)."""
+    carries onnx's inferred intermediate shapes, as dynamo exports do (the fusion checks shapes statically).
+    legacy: as torch's legacy exporter writes it: split and merge targets computed from Shape(x) (dims split_dims of
+    it, then the constants), a Reshape of P.V to its own shape (its SDPA export), an output projection after the
+    merge, and no intermediate shapes in the file (cinfer infers them at load)."""
     hidden = heads * size
     inits = {f"w{c}": f32(hidden, hidden, seed=10 + i) * (hidden ** -0.5) for i, c in enumerate("qkv")}
     inits.update({f"b{c}": f32(hidden, seed=20 + i) * 0.1 for i, c in enumerate("qkv")})
@@ -346,6 +391,16 @@ def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="ful
                   "zero": np.array(0, np.float32), "minus1": np.array([-1], np.int64), "minus2": np.array([-2], np.int64),
                   "big": np.array([I64_MAX], np.int64), "small": np.array([I64_MIN], np.int64)})
     nodes = []
+    if legacy:
+        inits.update({"axis0": np.array([0], np.int64), "heads_size": np.array([heads, size], np.int64),
+                      "hidden": np.array([hidden], np.int64)})
+        nodes += [N("Shape", ["x"], ["xs"])]
+        for d in (0, 1):
+            inits[f"d{d}"] = np.array(split_dims[d], np.int64)
+            nodes += [N("Gather", ["xs", f"d{d}"], [f"g{d}"], axis=0), N("Unsqueeze", [f"g{d}", "axis0"], [f"u{d}"])]
+        nodes += [N("Concat", ["u0", "u1", "heads_size"], ["split"], axis=0),
+                  N("Concat", ["u0", "u1", "hidden"], ["merge"], axis=0)]
+        del inits["split"], inits["merge"]
     for c in "qkv":
         nodes += [N("MatMul", ["x", f"w{c}"], [f"m{c}"]), N("Add", [f"m{c}", f"b{c}"], [f"l{c}"]),
                   N("Reshape", [f"l{c}", "split"], [f"r{c}"])]
@@ -380,8 +435,18 @@ def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="ful
     if guard:
         nodes += [N("IsNaN", ["p"], ["pn"]), N("Where", ["pn", "zero", "p"], ["pg"])]
         p = "pg"
-    nodes += [N("MatMul", [p, "v4"], ["o4"]), N("Transpose", ["o4"], ["o3"], perm=[0, 2, 1, 3]),
-              N("Reshape", ["o3", "merge"], ["y"])]
+    o4 = "o4"
+    nodes += [N("MatMul", [p, "v4"], ["o4"])]
+    if legacy:
+        nodes += [N("Shape", ["o4"], ["o4s"]), N("Reshape", ["o4", "o4s"], ["o4r"])]
+        o4 = "o4r"
+    merged = "y"
+    if legacy:  # the output projection reads the merge (the fusion does not need the model output's shape)
+        inits["wo"] = f32(hidden, hidden, seed=30) * (hidden ** -0.5)
+        merged = "merged"
+    nodes += [N("Transpose", [o4], ["o3"], perm=[0, 2, 1, 3]), N("Reshape", ["o3", "merge"], [merged])]
+    if legacy:
+        nodes += [N("MatMul", ["merged", "wo"], ["y"])]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape or ["batch", seq, hidden])]
     if mask:
         shape = mask_shape or {"full": ["batch", 1, seq, seq], "keys": ["batch", 1, 1, seq]}[mask]
@@ -391,7 +456,8 @@ def self_attention_model(seq=16, heads=2, size=64, k_form="roundtrip", mask="ful
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
     if p_output:
         outputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
-    return onnx.shape_inference.infer_shapes(model(nodes, inputs, outputs, inits))
+    m = model(nodes, inputs, outputs, inits)
+    return m if legacy else onnx.shape_inference.infer_shapes(m)
 
 
 def attention_feeds(batch=3, seq=16, hidden=128, mask="full", mask_last=None):
@@ -475,14 +541,13 @@ def test_attention_with_a_dynamic_sequence_fuses_through_copied_dims(lib):
 
 def test_attention_near_misses_stay_unfused(lib):
     """A mask that Add would broadcast along the keys (last dim 1), a Softmax over another axis, a probability
-    tensor read elsewhere, a mask without the NaN guard, a split into other batch/sequence dims (chunked attention),
-    a merge into another shape, and a mask that enlarges the scores' batch: left as they are, and still right."""
+    tensor read elsewhere, a split into other batch/sequence dims (chunked attention), a merge into another shape, and
+    a mask that enlarges the scores' batch: left as they are, and still right."""
     half_attention_check(lib, self_attention_model(mask="keys", mask_last=1),
                          attention_feeds(mask="keys", mask_last=1), fused=False)
     half_attention_check(lib, self_attention_model(softmax_axis=2, mask=None), attention_feeds(mask=None), fused=False)
     half_attention_check(lib, self_attention_model(guard=False, mask="keys", p_output=True),
                          attention_feeds(mask="keys"), fused=False)
-    half_attention_check(lib, self_attention_model(guard=False, mask="keys"), attention_feeds(mask="keys"), fused=False)
     half_attention_check(lib, self_attention_model(split=[4, 8, 2, 64], mask=None, x_shape=[2, 16, 128]),
                          attention_feeds(batch=2, mask=None), fused=False)
     half_attention_check(lib, self_attention_model(merge=[1, -1, 128], mask=None, x_shape=[2, 16, 128]),
@@ -490,3 +555,37 @@ def test_attention_near_misses_stay_unfused(lib):
     wide = {"x": attention_feeds(batch=1, mask=None)["x"], "m": attention_feeds(batch=3, mask="full")["m"]}
     half_attention_check(lib, self_attention_model(x_shape=[1, 16, 128], mask_shape=[3, 1, 16, 16]), wide,
                          fused=False)
+
+
+@pytest.mark.parametrize("mask", ["full", "keys", None])
+def test_attention_without_the_nan_guard_fuses_and_keeps_its_nan_rows(lib, mask):
+    """An unguarded Softmax (older exports) fuses too: its fully masked query row stays NaN, as onnxruntime gives it,
+    where Attention's own rule (and the guard) would make it zeros."""
+    m = self_attention_model(mask=mask, guard=False)
+    feeds = attention_feeds(mask=mask)
+    ops, got = half_attention_check(lib, m, feeds, fused=True)
+    assert "Softmax" not in ops, ops
+    if mask == "full":
+        assert np.all(np.isnan(got[2, 1])) and np.isfinite(got[2, 0]).all()
+
+
+@pytest.mark.parametrize("k_form", ["direct", "swap"])
+@pytest.mark.parametrize("guard,mask", [(False, "keys"), (True, "full")])
+def test_legacy_export_attention_fuses_with_inferred_shapes(lib, k_form, guard, mask):
+    """torch's legacy exporter computes the split and merge targets from Shape(x) at run time, reshapes P.V to its
+    own shape, and writes no intermediate shapes: the shapes inferred at load prove the pattern, on a dynamic
+    sequence too, and the fused session still matches onnxruntime."""
+    m = self_attention_model(k_form=k_form, guard=guard, mask=mask, legacy=True, x_shape=["batch", "seq", 128],
+                             mask_shape=["batch", 1, 1 if mask == "keys" else "seq", "seq"])
+    assert not m.graph.value_info
+    for seq in (16, 24):
+        feeds = attention_feeds(seq=seq, mask=mask)
+        ops, _ = half_attention_check(lib, m, feeds, fused=True)
+        assert "Softmax" not in ops and "Transpose" not in ops and ops["MatMul"] == 1, ops  # 1: the projection
+
+
+def test_legacy_split_into_other_dims_stays_unfused(lib):
+    """A computed split target that takes the sequence as the batch and the batch as the sequence is not the head
+    split the pattern needs: left alone, and still right."""
+    m = self_attention_model(mask=None, legacy=True, x_shape=["batch", "seq", 128], split_dims=(1, 0))
+    half_attention_check(lib, m, attention_feeds(mask=None), fused=False)

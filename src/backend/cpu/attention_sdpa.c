@@ -39,6 +39,8 @@ typedef struct attn_plan {
     int64_t left, right;
     bool has_past;
     bool nan_to_zero; /* "cinfer_nan_to_zero": a fused Softmax NaN guard (graph/fusion.c) */
+    bool empty_rows_nan; /* "cinfer_empty_rows_nan": a row every score of which is -inf (with the bias) is NaN, as
+                            the unguarded Softmax that graph/fusion.c replaced gives it, not zeros */
     rnd_mode rt; /* rounding to the input type after the QK product and at the end */
     rnd_mode rb; /* rounding of the softcap and the bias add */
     rnd_mode rs; /* rounding inside the softmax (softmax_precision, else like rb) */
@@ -213,13 +215,17 @@ static void attn_row(const attn_plan *p, float *x, int64_t b, int64_t h, int64_t
             for (int64_t j = 0; j < ncols; j++) x[j] = rnd(rs, x[j]);
         for (int64_t j = 0; j < ncols; j++) nan |= x[j] != x[j];
     }
+    if (!nan && p->empty_rows_nan && ncols > 0) {
+        nan = true;
+        for (int64_t j = 0; j < ncols && nan; j++) nan = x[j] == -INFINITY;
+    }
     if (nan)
         for (int64_t j = 0; j < ncols; j++) x[j] = NAN;
     else if (rs == RND_NONE && rt == RND_NONE)
         softmax_f32(x, ncols, m);
     else
         softmax_rounded(x, ncols, rs);
-    if (all_masked) memset(x, 0, (size_t)ncols * sizeof *x);
+    if (all_masked && !p->empty_rows_nan) memset(x, 0, (size_t)ncols * sizeof *x);
     if (p->nan_to_zero) /* the fused Softmax's Where(IsNaN(p), 0, p) */
         for (int64_t j = 0; j < ncols; j++) x[j] = x[j] != x[j] ? 0.0f : x[j];
     if (ncols < L) memset(x + ncols, 0, (size_t)(L - ncols) * sizeof *x);
@@ -358,7 +364,8 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
     CINFER_TRY(attention_compute_sdpa(n, in, num_in, &a));
     attn_plan p = {.rank3 = a.rank3, .batch = a.batch, .qh = a.qh, .kvh = a.kvh, .sq = a.sq, .skv = a.skv,
                    .hd = a.hd, .hdv = a.hdv, .mode = a.mode, .causal = a.causal, .left = a.left, .right = a.right,
-                   .window = a.window, .nan_to_zero = graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0};
+                   .window = a.window, .nan_to_zero = graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0,
+                   .empty_rows_nan = graph_attr_int(n, "cinfer_empty_rows_nan", 0) != 0};
     /* row strides: 3-D inputs interleave the heads */
     p.ldq = p.rank3 ? q->dims[2] : p.hd;
     p.ldk = p.rank3 ? k->dims[2] : p.hd;

@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2) flash_attention(
     }
 
     // Y rows: O / sum; fully masked rows are zeros; NaN rows (a NaN score, or +inf, whose exp is NaN) are NaN or,
-    // with the guard, zeros; rows whose every score is -inf are zeros, as the unfused CUDA path gives
+    // with the guard, zeros; rows whose every score is -inf are zeros, as the unfused CUDA path gives (NaN, as a
+    // Softmax gives them, where the node replaced an unguarded one: empty_rows_nan)
     T *yp = static_cast<T *>(a.y) + b * a.y_sb + h * a.y_sh;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2) flash_attention(
         if (rows[r] >= a.sq) continue;
         const bool is_bad = sum != sum || run_max[r] == INFINITY;  // a NaN score (or +inf, whose exp is NaN)
         const bool zero = (masked && !any_open) || (!is_bad && !(sum > 0.0f));
-        const float scale = zero ? 0.0f : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
+        const float scale = zero ? (a.empty_rows_nan ? NAN : 0.0f) : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
         T *yr = yp + rows[r] * a.y_ss;
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {

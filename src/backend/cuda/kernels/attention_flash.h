@@ -29,6 +29,7 @@ typedef struct attn_flash_args {
     int64_t mlen, ms_b, ms_h, ms_q; /* mask row length (keys past it are masked) and broadcast strides */
     bool mask_pairs;   /* set by attn_flash_fits: mask elements 2k, 2k + 1 of a row load as one */
     bool nan_to_zero;  /* a NaN probability row becomes zeros (the fused Softmax NaN guard) */
+    bool empty_rows_nan; /* a row of -inf scores (with the mask) is NaN, not zeros (a fused unguarded Softmax) */
 } attn_flash_args;
 
 /* Whether attn_flash_run takes this head size, dtype and alignment (16-byte rows); sets a->mask_pairs. */

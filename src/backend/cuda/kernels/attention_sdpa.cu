@@ -205,7 +205,7 @@ template <typename T> __global__ void rows_kernel(attn_row_args a, bool use_smem
         m = block_reduce(m, MaxOp(), -INFINITY, red);
         nan = block_reduce(nan, MaxOp(), 0.0f, red);
         const float safe = m == -INFINITY ? 0.0f : m;
-        if (nan != 0.0f) {
+        if (nan != 0.0f || (a.empty_rows_nan && m == -INFINITY)) {
             for (int64_t j = threadIdx.x; j < L; j += blockDim.x) x[j] = NAN;
         } else if (plain) {
             float s = 0.0f;
@@ -257,7 +257,7 @@ template <typename T> __global__ void rows_kernel(attn_row_args a, bool use_smem
             for (int64_t j = threadIdx.x; j < L; j += blockDim.x) x[j] = rnd(a.rs, x[j] / s);
         }
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
-            float v = all_masked ? 0.0f : x[j];
+            float v = all_masked && !a.empty_rows_nan ? 0.0f : x[j];
             if (a.nan_to_zero && v != v) v = 0.0f;
             if (a.rt != a.rs && a.rt != ATTN_RND_NONE) v = rnd(a.rt, v);
             if (qk && a.mode == 3) qk[j] = store<T>(v);

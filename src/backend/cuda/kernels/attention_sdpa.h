@@ -35,6 +35,7 @@ typedef struct attn_row_args {
     int64_t mlen, ms_b, ms_h, ms_q;
     const int64_t *nonpad; /* nonpad_kv_seqlen [batch] on the device, or NULL */
     bool nan_to_zero;   /* "cinfer_nan_to_zero": NaN probabilities become 0 (a fused Softmax NaN guard) */
+    bool empty_rows_nan; /* "cinfer_empty_rows_nan": a row of -inf scores is NaN (a fused unguarded Softmax) */
 } attn_row_args;
 
 /* dst[b, h, s, d] (float32, [batch, heads, seq, size]) = round(src * scale) from a 4-D src of the same layout

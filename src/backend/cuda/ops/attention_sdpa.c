@@ -169,6 +169,7 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
     }
     ra.qk = num_out > 3 && out[3].data ? out[3].data : NULL;
     ra.nan_to_zero = graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0;
+    ra.empty_rows_nan = graph_attr_int(n, "cinfer_empty_rows_nan", 0) != 0;
 
     /* the common case (BERT-style self-attention in half precision, what graph/fusion.c makes of the exported
      * pattern) runs as one fused kernel; the rest of Attention's options go the general way below */
@@ -178,7 +179,8 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
         attn_flash_args fa = {.q = q->data, .k = k->data, .v = v->data, .y = out[0].data, .batch = batch, .qh = qh,
                               .kvh = kvh, .sq = sq, .skv = skv, .hd = hd, .scale = (float)a.scale, .mask = ra.mask,
                               .mask_dtype = ra.mask_dtype, .mlen = ra.mlen, .ms_b = ra.ms_b, .ms_h = ra.ms_h,
-                              .ms_q = ra.ms_q, .nan_to_zero = ra.nan_to_zero};
+                              .ms_q = ra.ms_q, .nan_to_zero = ra.nan_to_zero,
+                              .empty_rows_nan = ra.empty_rows_nan};
         /* element strides of (batch, head, position): 3-D inputs interleave the heads in a row */
         fa.q_sb = sq * qh * hd, fa.q_sh = rank3 ? hd : sq * hd, fa.q_ss = rank3 ? qh * hd : hd;
         fa.kv_sb = skv * kvh * hd, fa.kv_sh = rank3 ? hd : skv * hd, fa.kv_ss = rank3 ? kvh * hd : hd;
