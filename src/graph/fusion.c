@@ -14,7 +14,10 @@
  *  - attention (graph_fuse_attention, half-precision graphs only): softmax(Q.K^T * s + mask).V between the head
  *    split and merge of 3-D projections becomes one Attention node (opset 23 semantics, 3-D inputs), which the GPU
  *    runs as one fused tensor-core kernel. Float32 graphs keep the pattern: their Attention would be the general
- *    path (float32 staging, two GEMMs, a row pass), no faster than the ops it replaces.
+ *    path (float32 staging, two GEMMs, a row pass), no faster than the ops it replaces;
+ *  - elementwise chains (graph_fuse_elementwise_chains, last): runs of float elementwise steps with scalar constants
+ *    (Sub, Div, Add, Clip, Relu, Sigmoid...) become one ElementwiseChain node, one pass over memory instead of one
+ *    per step; in half-precision graphs it also takes in the precision casts at its ends.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include "core/status.h"
 #include "graph/graph.h"
 #include "graph/op_schema.h"
+#include "graph/shape/elementwise_chain.h"
 
 static bool is_op(const graph_node *n, const char *op) { return !n->removed && strcmp(n->op_type, op) == 0; }
 
@@ -458,13 +462,15 @@ static bool same_dim(const graph_value *a, int da, const graph_value *b, int db)
     return a->dim_names[da] && b->dim_names[db] && strcmp(a->dim_names[da], b->dim_names[db]) == 0;
 }
 
-/* Equal static shapes: every dim the same by same_dim. */
+/* Equal static shapes: every dim the same by same_dim. A dynamic dim past the batch counts only where both shapes
+ * were probed (graph_infer_static_shapes): a file's names for intermediate dims are the exporter's word. */
 static bool same_static_shape(const graph *g, int a, int b) {
     if (a < 0 || b < 0) return false; /* an absent input (empty name) */
     const graph_value *x = &g->values[a], *y = &g->values[b];
     if (x->ndim < 1 || x->ndim != y->ndim) return false;
+    bool probed = (x->shape_probed || x->kind == VALUE_INPUT) && (y->shape_probed || y->kind == VALUE_INPUT);
     for (int d = 0; d < x->ndim; d++)
-        if (!same_dim(x, d, y, d)) return false;
+        if (!same_dim(x, d, y, d) || (d > 0 && x->dims[d] < 0 && !probed)) return false;
     return true;
 }
 
@@ -586,7 +592,7 @@ static bool reshape_keeps_leading(const graph *g, const graph_node *rn, int ref,
     if (const_ints(g, rn->inputs[1], target, rank) == rank) {
         kept = keeps_leading_dims(rv, target, graph_attr_int(rn, "allowzero", 0) != 0);
     } else {
-        if (yv->ndim != rank) return false;
+        if (yv->ndim != rank || !yv->shape_probed) return false; /* a file's claim alone does not do */
         memcpy(target, yv->dims, sizeof(int64_t) * (size_t)rank);
         kept = same_dim(yv, 0, rv, 0) && same_dim(yv, 1, rv, 1);
     }
@@ -818,5 +824,157 @@ cinfer_status graph_fuse_attention(graph *g) {
     graph_remove_dead_nodes(g); /* the head splits, the K transpose's shape arithmetic, the scores */
     graph_compact(g);
     graph_mark_host_values(g);
+    return CINFER_OK;
+}
+
+/* ---- elementwise chains: runs of float steps with scalar constants -> one ElementwiseChain node ---- */
+
+/* c is a float constant of one element that broadcasting against a value of rank `rank` leaves its shape alone. */
+static bool chain_constant(const graph *g, int c, int rank, float *out) {
+    double v;
+    if (!scalar_float(g, c, &v) || g->values[c].constant.ndim > rank) return false;
+    *out = (float)v;
+    return true;
+}
+
+/* Node n as a step on the float value v (its only non-constant input): sets the opcode and constants. */
+static bool chain_step_of(const graph *g, const graph_node *n, int v, unsigned char *op, float *a, float *b) {
+    static const struct { const char *op_type; chain_op op; } unary[] = {
+        {"Relu", CHAIN_RELU}, {"Sigmoid", CHAIN_SIGMOID}, {"Tanh", CHAIN_TANH}, {"Exp", CHAIN_EXP},
+        {"Log", CHAIN_LOG},   {"Abs", CHAIN_ABS},         {"Neg", CHAIN_NEG},   {"Sqrt", CHAIN_SQRT},
+        {"Erf", CHAIN_ERF},   {"LeakyRelu", CHAIN_LEAKY_RELU},
+    };
+    const graph_value *vv = &g->values[v];
+    if (n->removed || n->domain[0] || n->num_outputs != 1 || n->outputs[0] < 0 || vv->dtype != CINFER_DTYPE_FLOAT)
+        return false;
+    const int rank = vv->ndim < 0 ? 0 : vv->ndim; /* an unknown rank (a model output the file left open): scalars */
+    *a = *b = 0.0f;
+    for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++)
+        if (strcmp(n->op_type, unary[k].op_type) == 0) {
+            if (n->num_inputs != 1 || n->inputs[0] != v) return false;
+            *op = (unsigned char)unary[k].op;
+            if (unary[k].op == CHAIN_LEAKY_RELU) *a = graph_attr_float(n, "alpha", 0.01f);
+            return true;
+        }
+    if (strcmp(n->op_type, "Clip") == 0) {
+        if (n->num_inputs < 1 || n->inputs[0] != v) return false;
+        *op = CHAIN_CLIP;
+        *a = n->opset < 11 ? graph_attr_float(n, "min", -INFINITY) : -INFINITY;
+        *b = n->opset < 11 ? graph_attr_float(n, "max", INFINITY) : INFINITY;
+        for (int k = 1; k < n->num_inputs; k++)
+            if (n->inputs[k] >= 0 && !chain_constant(g, n->inputs[k], 0, k == 1 ? a : b)) return false;
+        return true;
+    }
+    static const struct { const char *op_type; chain_op op, reversed; } binary[] = {
+        {"Add", CHAIN_ADD, CHAIN_ADD}, {"Sub", CHAIN_SUB, CHAIN_RSUB},
+        {"Mul", CHAIN_MUL, CHAIN_MUL}, {"Div", CHAIN_DIV, CHAIN_RDIV},
+    };
+    for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++)
+        if (strcmp(n->op_type, binary[k].op_type) == 0) {
+            if (n->num_inputs != 2) return false;
+            int side = n->inputs[0] == v ? 0 : n->inputs[1] == v ? 1 : -1;
+            if (side < 0 || n->inputs[1 - side] == v || !chain_constant(g, n->inputs[1 - side], rank, a)) return false;
+            *op = (unsigned char)(side == 0 ? binary[k].op : binary[k].reversed);
+            return true;
+        }
+    return false;
+}
+
+/* Rewrites node n in place as ElementwiseChain(x) -> y with the given program (its position stays valid: x is
+ * its input already, and y's readers come after the run's last node). */
+static cinfer_status become_chain(graph_node *n, int x, int y, const int64_t *ops, const float *args, int steps) {
+    char *op_type = strdup("ElementwiseChain");
+    if (!op_type) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory fusing the chain at '%s'", n->name);
+    free(n->op_type);
+    n->op_type = op_type;
+    for (int a = 0; a < n->num_attrs; a++) graph_attr_clear(&n->attrs[a]);
+    n->num_attrs = 0;
+    n->inputs[0] = x;
+    n->num_inputs = 1;
+    n->outputs[0] = y;
+    n->schema = op_schema_find("", "ElementwiseChain");
+    n->schema_index = op_schema_index(n->schema);
+    graph_attr *at;
+    CINFER_TRY(graph_node_add_attr(n, "cinfer_chain_ops", &at));
+    at->type = ATTR_INTS;
+    at->ints = malloc(sizeof(int64_t) * (size_t)steps);
+    CINFER_TRY(graph_node_add_attr(n, "cinfer_chain_args", &at));
+    at->type = ATTR_FLOATS;
+    at->floats = malloc(sizeof(float) * 2 * (size_t)steps);
+    graph_attr *ops_attr = &n->attrs[0], *args_attr = &n->attrs[1];
+    if (!ops_attr->ints || !args_attr->floats)
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory fusing the chain at '%s'", n->name);
+    memcpy(ops_attr->ints, ops, sizeof(int64_t) * (size_t)steps);
+    memcpy(args_attr->floats, args, sizeof(float) * 2 * (size_t)steps);
+    ops_attr->n = (size_t)steps;
+    args_attr->n = 2 * (size_t)steps;
+    return CINFER_OK;
+}
+
+cinfer_status graph_fuse_elementwise_chains(graph *g) {
+    if (!op_schema_find("", "ElementwiseChain")) return CINFER_OK;
+    graph_recount_uses(g);
+    bool fused = false;
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *head = &g->nodes[i];
+        if (head->removed || head->num_inputs < 1) continue;
+        /* the run's input: the head's one non-constant input */
+        int x = -1;
+        for (int k = 0; k < head->num_inputs && x < 0; k++)
+            if (head->inputs[k] >= 0 && g->values[head->inputs[k]].kind != VALUE_CONSTANT) x = head->inputs[k];
+        int64_t ops[CHAIN_MAX_STEPS];
+        float args[2 * CHAIN_MAX_STEPS];
+        int nodes[CHAIN_MAX_STEPS], steps = 0, v = x;
+        unsigned char op;
+        for (int at = i; x >= 0 && at >= 0 && steps < CHAIN_MAX_STEPS;) {
+            if (!chain_step_of(g, &g->nodes[at], v, &op, &args[2 * steps], &args[2 * steps + 1])) break;
+            ops[steps] = op;
+            nodes[steps++] = at;
+            v = g->nodes[at].outputs[0];
+            at = single_use(g, v) ? only_consumer(g, v) : -1; /* an intermediate read elsewhere ends the run */
+        }
+        if (steps < 2) continue;
+        for (int k = 1; k < steps; k++) g->nodes[nodes[k]].removed = true;
+        CINFER_TRY(become_chain(head, x, v, ops, args, steps));
+        fused = true;
+    }
+    if (fused) {
+        graph_compact(g);
+        graph_recount_uses(g);
+    }
+    return CINFER_OK;
+}
+
+/* In a half-precision graph, the casts graph_convert_precision put around a chain (float model input -> half,
+ * half -> float model output) go into the chain: it reads and writes float directly, one pass instead of three
+ * (the image pipeline: Cast, Sub, Div, Add, Clip, Cast -> one kernel), and without the two roundings to half. */
+cinfer_status graph_chain_absorb_casts(graph *g) {
+    static const char prefix[] = "cinfer_precision_cast/";
+    graph_recount_uses(g);
+    bool changed = false;
+    for (int i = 0; i < g->num_nodes; i++) {
+        graph_node *c = &g->nodes[i];
+        if (!is_op(c, "ElementwiseChain")) continue;
+        int in = c->inputs[0], p = producer_node(g, in), out = c->outputs[0];
+        int k = single_use(g, out) ? only_consumer(g, out) : -1;
+        bool from_float = p >= 0 && is_op(&g->nodes[p], "Cast") && strncmp(g->nodes[p].name, prefix, sizeof prefix - 1) == 0 &&
+                          single_use(g, in) && g->values[g->nodes[p].inputs[0]].dtype == CINFER_DTYPE_FLOAT;
+        bool to_float = k >= 0 && is_op(&g->nodes[k], "Cast") && strncmp(g->nodes[k].name, prefix, sizeof prefix - 1) == 0 &&
+                        graph_attr_int(&g->nodes[k], "to", 0) == CINFER_DTYPE_FLOAT;
+        if (!from_float && !to_float) continue;
+        /* the output type is said outright: it no longer follows the input's */
+        CINFER_TRY(graph_node_add_int_attr(c, "cinfer_chain_to", to_float ? CINFER_DTYPE_FLOAT : g->values[out].dtype));
+        if (from_float) {
+            c->inputs[0] = g->nodes[p].inputs[0];
+            g->nodes[p].removed = true;
+        }
+        if (to_float) {
+            c->outputs[0] = g->nodes[k].outputs[0];
+            g->nodes[k].removed = true;
+        }
+        changed = true;
+        graph_recount_uses(g);
+    }
+    if (changed) graph_compact(g);
     return CINFER_OK;
 }

@@ -34,6 +34,8 @@ typedef struct graph_value {
     int num_consumers;              /* node uses (a node using it twice counts twice) */
     bool is_output;                 /* a model output */
     bool value_needed;              /* its *value* decides some shape: evaluated on the host while planning */
+    bool shape_probed;              /* ndim/dims/dim_names were worked out by graph_infer_static_shapes (the same
+                                       schemas a plan runs), not taken from the file's value_info */
 } graph_value;
 
 typedef enum attr_type {
@@ -145,6 +147,14 @@ cinfer_status graph_fuse(graph *g);
  * (softmax(Q.K^T * s + mask).V between head splits of 3-D projections) becomes one Attention node, which the CUDA
  * backend runs as a fused kernel. Leaves the graph sorted, dead nodes removed, host values marked. */
 cinfer_status graph_fuse_attention(graph *g);
+/* Runs of float elementwise steps with scalar constants (Sub, Div, Add, Clip, Relu, Sigmoid...; each value between
+ * read only by the next step) become one internal ElementwiseChain node (graph/shape/elementwise_chain.h): one pass
+ * over memory instead of one per step. graph_optimize calls it last, after the fusions that take such ops
+ * themselves (Conv/Gemm + Relu, GELU, scales). */
+cinfer_status graph_fuse_elementwise_chains(graph *g);
+/* Half-precision graphs (model.c, after graph_convert_precision): a chain reading a float model input through the
+ * conversion's cast, or writing a float model output through one, reads or writes the float directly. */
+cinfer_status graph_chain_absorb_casts(graph *g);
 /* Marks the nodes no model output depends on as removed (graph_compact deletes them). */
 void graph_remove_dead_nodes(graph *g);
 /* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize

@@ -2,15 +2,20 @@
  *
  * Many files describe no intermediate shapes (torch's legacy exporter writes no value_info), so a fusion could not
  * tell that an Add joins two tensors of one shape or that a Reshape splits [batch, seq, 768] into 12 heads. Rather
- * than a symbolic shape algebra beside the op schemas, the graph is shape-inferred twice by those same schemas,
- * the way a plan is (shape subgraphs evaluated on the host), each time with every dynamic input dim set to a probe
- * size. A dim of equal size in both probes is static; one that follows a named input dim in both (the probe sizes
- * are chosen so that no offset, multiple or sum of symbols matches another symbol in both probes) takes
- * its name; any other (batch * seq, say) stays dynamic. Where a node cannot be inferred at the probe sizes (a
- * model that wants its sequence at most 32, say), what follows it stays as the file described it.
+ * than a symbolic shape algebra beside the op schemas, the graph is shape-inferred by those same schemas, the way a
+ * plan is (shape subgraphs evaluated on the host), at four probe sizes of its dynamic input dims (probe_size). A
+ * dim of one size in every probe that reached it is static; one that follows a named input dim in every probe takes
+ * its name; any other (batch * seq, say) is dynamic and unnamed; a rank that differs between probes is unknown.
+ * Values no probe pair reached (a node the first sizes fail) keep what the file said.
  *
- * What the probes find overrides the file's value_info: it is what a plan will compute, while the file's shapes are
- * the exporter's claim. Model inputs and outputs keep the file's description (callers see it). */
+ * This samples the sizes rather than proving a rule for all of them: shape arithmetic that only sizes outside the
+ * probes reveal (a clamp at 2000) would be missed. The probes cover the forms exporters write (dims copied through
+ * Shape/Gather/Concat, products, slices and clamps of them, size-1 broadcasting), and the fused Attention checks its
+ * mask at plan time again (graph/shape/attention.c), as a guard.
+ *
+ * What the probes find replaces the file's value_info for the value (shape_probed): it is what a plan will compute,
+ * while the file's shapes are the exporter's claim. Model inputs and outputs keep the file's description (callers
+ * see it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,15 +24,27 @@
 #include "graph/graph.h"
 #include "graph/op_schema.h"
 
-enum { NUM_PROBES = 2 };
+enum { NUM_PROBES = 4 };
 /* Shape subgraphs are small; a host-evaluated node bigger than this (a file asking for a huge ConstantOfShape, say)
  * is left unknown rather than computed at load. */
 #define PROBE_MAX_HOST_BYTES ((size_t)16 << 20)
 
-/* Size of the index-th dynamic input dim in a probe: no constant offset or factor takes one dim's sizes to
- * another's in both probes (differences 3k against 5k, ratios (40+3a)/(40+3b) against (70+5a)/(70+5b)), no sum of
- * two is a third's in the first, and none is 1, where broadcasting would hide a mismatch. */
-static int64_t probe_size(int index, int probe) { return probe == 0 ? 40 + 3 * (int64_t)index : 70 + 5 * (int64_t)index; }
+/* Size of the index-th dynamic input dim in each probe:
+ *  0 and 1: 40 + 3i and 70 + 5i tell the dims apart: no constant offset or factor takes one dim's sizes to
+ *           another's in both (differences 3k against 5k, ratios (40+3a)/(40+3b) against (70+5a)/(70+5b));
+ *  2:       1 everywhere: a clamp, a slice or a round-up that the first two sizes pass alike (Min(s, 32), Slice to
+ *           32, padding to an even length) gives another size here, and a Squeeze of a size-1 dim another rank;
+ *  3:       1009 + 4i: large, for the clamps above the first sizes (Min(s, 512)).
+ * A claim (a static size, a symbol, the rank) must hold in every probe that reached the value; a probe that stops
+ * before it (a model that takes at most 512 positions fails at 1009) means the model refuses those sizes. */
+static int64_t probe_size(int index, int probe) {
+    switch (probe) {
+    case 0: return 40 + 3 * (int64_t)index;
+    case 1: return 70 + 5 * (int64_t)index;
+    case 2: return 1;
+    default: return 1009 + 4 * (int64_t)index;
+    }
+}
 
 typedef struct symbol_table {
     int count;
@@ -141,7 +158,7 @@ static cinfer_status run_probe(const graph *g, symbol_table *symbols, int which,
             /* unnamed dims take sizes after every possible symbol's, so none matches a symbol */
             t->dims[d] = probe_size(s >= 0 ? s : g->num_inputs * CINFER_MAX_DIMS + unnamed++, which);
         }
-        p->known[g->inputs[i]] = true;
+        p->known[g->inputs[i]] = tensor_size_fits(t); /* a file may declare [2^32, 2^32, 8]: that input stays unknown */
     }
     for (int i = 0; i < g->num_nodes; i++)
         if (!g->nodes[i].removed) probe_node(&g->nodes[i], p);
@@ -158,31 +175,37 @@ static cinfer_status set_dim(graph_value *v, int d, int64_t size, const char *na
     return CINFER_OK;
 }
 
-static bool is_symbol(const symbol_table *t, const char *name) {
-    for (int i = 0; i < t->count; i++)
-        if (strcmp(t->names[i], name) == 0) return true;
-    return false;
-}
-
-/* Writes what both probes agree on into v (see the file comment). */
-static cinfer_status record_value(graph_value *v, const tensor *a, const tensor *b, const symbol_table *symbols) {
-    if (a->ndim != b->ndim || a->dtype != b->dtype) return CINFER_OK;
+/* Writes what every probe that reached v agrees on into v (see the file comment); v was reached by probes 0 and 1. */
+static cinfer_status record_value(graph_value *v, const probe *probes, int index, const symbol_table *symbols) {
+    const tensor *a = &probes[0].values[index];
+    bool same_rank = true;
+    for (int p = 1; p < NUM_PROBES; p++)
+        if (probes[p].known[index])
+            same_rank = same_rank && probes[p].values[index].ndim == a->ndim && probes[p].values[index].dtype == a->dtype;
+    for (int d = 0; d < CINFER_MAX_DIMS; d++) CINFER_TRY(set_dim(v, d, -1, NULL));
+    v->shape_probed = same_rank;
+    if (!same_rank) { /* the rank follows the sizes (a Squeeze of a dim that can be 1): not static */
+        v->ndim = -1;
+        return CINFER_OK;
+    }
     if (v->dtype == CINFER_DTYPE_UNDEFINED) v->dtype = a->dtype;
-    bool same_rank = v->ndim == a->ndim;
-    if (!same_rank)
-        for (int d = 0; d < CINFER_MAX_DIMS; d++) CINFER_TRY(set_dim(v, d, -1, NULL));
     v->ndim = a->ndim;
     for (int d = 0; d < a->ndim; d++) {
-        if (a->dims[d] == b->dims[d]) {
-            CINFER_TRY(set_dim(v, d, a->dims[d], NULL));
+        bool fixed = true;
+        for (int p = 1; p < NUM_PROBES; p++)
+            if (probes[p].known[index]) fixed = fixed && probes[p].values[index].dims[d] == a->dims[d];
+        if (fixed) {
+            v->dims[d] = a->dims[d];
             continue;
         }
         const char *name = NULL;
-        for (int s = 0; s < symbols->count && !name; s++)
-            if (a->dims[d] == probe_size(s, 0) && b->dims[d] == probe_size(s, 1)) name = symbols->names[s];
-        /* dynamic, not one symbol: the file's name for it may say more ("batch*seq"), unless it claims a symbol */
-        bool keep_file_name = same_rank && v->dims[d] < 0 && v->dim_names[d] && !is_symbol(symbols, v->dim_names[d]);
-        if (name || !keep_file_name) CINFER_TRY(set_dim(v, d, -1, name));
+        for (int s = 0; s < symbols->count && !name; s++) {
+            bool follows = true;
+            for (int p = 0; p < NUM_PROBES; p++)
+                if (probes[p].known[index]) follows = follows && probes[p].values[index].dims[d] == probe_size(s, p);
+            if (follows) name = symbols->names[s];
+        }
+        CINFER_TRY(set_dim(v, d, -1, name)); /* dynamic: a symbol's name, or none (batch * seq, say) */
     }
     return CINFER_OK;
 }
@@ -195,7 +218,7 @@ cinfer_status graph_infer_static_shapes(graph *g) {
     for (int v = 0; v < g->num_values && st == CINFER_OK; v++) {
         graph_value *gv = &g->values[v];
         if (gv->kind != VALUE_INTERMEDIATE || gv->is_output || !probes[0].known[v] || !probes[1].known[v]) continue;
-        st = record_value(gv, &probes[0].values[v], &probes[1].values[v], &symbols);
+        st = record_value(gv, probes, v, &symbols);
     }
     for (int p = 0; p < NUM_PROBES; p++) probe_free(g, &probes[p]);
     free(symbols.names);

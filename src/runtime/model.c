@@ -180,6 +180,7 @@ cinfer_status model_graph_for_precision(const cinfer_model *model, cinfer_dtype 
         st = g ? graph_fuse_attention(g)
                : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
         if (st == CINFER_OK) st = graph_convert_precision(g, compute);
+        if (st == CINFER_OK) st = graph_chain_absorb_casts(g);
         if (st == CINFER_OK) m->half_graphs[slot] = g;
         else graph_free(g);
     }

@@ -386,6 +386,42 @@ ATTENTION_CASES = {
 }
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_elementwise_chain_kernel_matches_the_cpu(lib, gpus, precision):
+    """The ElementwiseChain kernel (kernels/elementwise_chain.cu) against the CPU kernel at the same precision: all
+    sixteen step kinds with float io (in fp16/bf16 the chain takes in the precision casts: float in, float out), on
+    147 elements per image (a tail after the 4-element chunks); and a chain between two convolutions, which in
+    fp16/bf16 reads and writes the half type."""
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit"))
+    from test_fusion import ALL_STEPS, chain_model, session_ops
+    x = np.random.default_rng(1).normal(40.0, 300.0, (3, 3, 7, 7)).astype(np.float32)
+    m = chain_model(ALL_STEPS, x_shape=("n", 3, 7, 7)).SerializeToString()
+    want = Session(lib, m, device="cpu", options={"precision": precision}).run({"x": x})[0]
+    s = Session(lib, m, device="cuda:0", options={"precision": precision, "profile": "1"})
+    got = s.run({"x": x})[0]
+    assert session_ops(lib, s) == {"ElementwiseChain": 1}
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # float32 math on both, libm against CUDA's
+    rng = np.random.default_rng(2)
+    sandwich = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("Sub", ["c1", "k1"], ["s1"]), helper.make_node("Mul", ["s1", "k2"], ["s2"]),
+         helper.make_node("Tanh", ["s2"], ["s3"]), helper.make_node("Conv", ["s3", "w2"], ["y"], pads=[1, 1, 1, 1])],
+        "sandwich", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(v, k) for k, v in {
+            "w1": (rng.standard_normal((8, 3, 3, 3)) * 0.01).astype(np.float32),
+            "w2": (rng.standard_normal((4, 8, 3, 3)) * 0.2).astype(np.float32),
+            "k1": np.array(0.25, np.float32), "k2": np.array(1.5, np.float32)}.items()]),
+        opset_imports=[helper.make_opsetid("", 18)], ir_version=9).SerializeToString()
+    want = Session(lib, sandwich, device="cpu", options={"precision": precision}).run({"x": x})[0]
+    s = Session(lib, sandwich, device="cuda:0", options={"precision": precision, "profile": "1"})
+    got = s.run({"x": x})[0]
+    assert session_ops(lib, s).get("ElementwiseChain") == 1
+    tol = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}[precision]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 def test_fused_attention_of_an_unguarded_legacy_export_keeps_nan_rows_on_the_gpu(lib, gpus):
     """A legacy-exported self-attention (targets computed from Shape, no value_info, no NaN guard) fuses on the GPU
     too, and the fused kernel keeps the NaN of its fully masked query row ("cinfer_empty_rows_nan") as the CPU

@@ -22,11 +22,13 @@ V = helper.make_tensor_value_info
 
 
 def affine(graph_name, width=4):
-    """x [batch, width] FP32 -> y = 3x + 1, its graph named after the model (rules select sessions by graph name)."""
+    """x [batch, width] FP32 -> y = 3x + 1, its graph named after the model (rules select sessions by graph name).
+    The 3 is a [width] vector, so the two steps stay two kernels with an intermediate in the plan's arena (scalars
+    would fuse into one ElementwiseChain writing the output directly: no arena for the fault points to hit)."""
     nodes = [helper.make_node("Mul", ["x", "three"], ["m"]), helper.make_node("Add", ["m", "one"], ["y"])]
     g = helper.make_graph(nodes, graph_name, [V("x", TensorProto.FLOAT, ["b", width])],
                           [V("y", TensorProto.FLOAT, ["b", width])],
-                          [numpy_helper.from_array(np.array(3, np.float32), "three"),
+                          [numpy_helper.from_array(np.full(width, 3, np.float32), "three"),
                            numpy_helper.from_array(np.array(1, np.float32), "one")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     m.ir_version = 9

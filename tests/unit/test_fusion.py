@@ -32,9 +32,13 @@ def ops_of(lib, s):
     return hist
 
 
-def check_against_ort(lib, m, feeds, rtol=1e-5, atol=1e-6):
+def check_against_ort(lib, m, feeds, rtol=1e-5, atol=1e-6, ort_fusions=True):
+    """ort_fusions=False: onnxruntime unoptimised (its own SkipLayerNormalization fusion refuses some valid joins)."""
     s = Session(lib, m.SerializeToString())
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    options = ort.SessionOptions()
+    if not ort_fusions:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
     for w, g in zip(want, s.run(feeds)):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
     return ops_of(lib, s)
@@ -66,7 +70,7 @@ def test_gelu_with_an_intermediate_used_elsewhere_is_left_alone(lib):
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8]),
                helper.make_tensor_value_info("e", TensorProto.FLOAT, [4, 8])], c)
     ops = check_against_ort(lib, m, {"x": f32(4, 8)})
-    assert "Gelu" not in ops and ops["Erf"] == 1
+    assert "Gelu" not in ops, ops  # (Div and Erf, up to the output e, make an elementwise chain)
 
 
 def test_common_subexpressions_and_equal_constants_merge(lib):
@@ -589,3 +593,132 @@ def test_legacy_split_into_other_dims_stays_unfused(lib):
     split the pattern needs: left alone, and still right."""
     m = self_attention_model(mask=None, legacy=True, x_shape=["batch", "seq", 128], split_dims=(1, 0))
     half_attention_check(lib, m, attention_feeds(mask=None), fused=False)
+
+
+def ln_join_model(pre_nodes, inputs, inits=None, value_info=()):
+    """LayerNormalization(a + b) after pre_nodes that make a and b: the residual fusion's shape proof."""
+    cols = 64
+    inits = dict(inits or {}, scale=np.ones(cols, np.float32), bias=np.zeros(cols, np.float32))
+    m = model(pre_nodes + [N("Add", ["a", "b"], ["s"]), N("LayerNormalization", ["s", "scale", "bias"], ["y"], axis=-1)],
+              inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m.graph.value_info.extend(value_info)
+    return m
+
+
+def test_shapes_that_clamp_or_squeeze_a_size_one_dim_are_not_taken_as_static(lib):
+    """The load-time probes also run every dynamic dim at 1 and at about 1000: a Squeeze whose rank depends on a
+    size-1 batch, a Slice to 32 that a 1-long sequence stays under, and intermediate dims a file names alike though
+    they differ are not proven equal, so the Add stays and each runs as onnxruntime does."""
+    vi = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    squeeze = ln_join_model([N("Squeeze", ["x"], ["a"]), N("Identity", ["y0"], ["b"])],
+                            [vi("x", ["batch", "seq", 1, 64]), vi("y0", ["batch", "seq", 64])])
+    for batch in (1, 2):
+        ops = check_against_ort(lib, squeeze, {"x": f32(batch, 5, 1, 64), "y0": f32(batch, 5, 64, seed=1)}, 1e-4, 1e-4,
+                                 False)
+        assert ops["Add"] == 1, ops
+    sliced = ln_join_model([N("Slice", ["x", "start", "end", "axis"], ["a"]), N("Identity", ["y0"], ["b"])],
+                           [vi("x", ["batch", "seq", 64]), vi("y0", ["batch", 32, 64])],
+                           {"start": np.array([0], np.int64), "end": np.array([32], np.int64),
+                            "axis": np.array([1], np.int64)})
+    ops = check_against_ort(lib, sliced, {"x": f32(2, 1, 64), "y0": f32(2, 32, 64, seed=1)}, 1e-4, 1e-4, False)
+    assert ops["Add"] == 1, ops
+    named = ln_join_model([N("Concat", ["x", "x"], ["a"], axis=1), N("Reshape", ["y0", "target"], ["b"])],
+                          [vi("x", ["batch", "S", 64]), vi("y0", ["batch", "P", "Q", 64])],
+                          {"target": np.array([0, -1, 64], np.int64)},
+                          [vi("a", ["batch", "L", 64]), vi("b", ["batch", "L", 64]), vi("s", ["batch", "L", 64])])
+    ops = check_against_ort(lib, named, {"x": f32(2, 3, 64), "y0": f32(2, 1, 1, 64, seed=1)}, 1e-4, 1e-4, False)
+    assert ops["Add"] == 1, ops
+
+
+def test_a_mask_sliced_to_a_fixed_length_is_not_fused_into_attention(lib):
+    """A mask Slice(m, 0:32) on the key axis is 32 long only while m is: at length 1 the Add broadcasts it over the
+    keys, which Attention (padding a short mask with -inf) would not. The size-1 probe shows the slice is not static,
+    so the attention stays unfused and right at both lengths."""
+    m = self_attention_model(seq=32, mask="keys", x_shape=[1, 32, 128], mask_shape=[1, 1, 1, "T"])
+    m.graph.initializer.extend([numpy_helper.from_array(np.array(v, np.int64), k)
+                                for k, v in (("m_start", [0]), ("m_end", [32]), ("m_axis", [3]))])
+    add = next(n for n in m.graph.node if n.op_type == "Add" and "m" in n.input)
+    add.input[list(add.input).index("m")] = "m32"
+    m.graph.node.insert(0, N("Slice", ["m", "m_start", "m_end", "m_axis"], ["m32"]))
+    del m.graph.value_info[:]
+    x = attention_feeds(batch=1, seq=32, mask=None)["x"]
+    for length in (1, 40):
+        half_attention_check(lib, m, {"x": x, "m": np.full((1, 1, 1, length), 0.5, np.float32)}, fused=False)
+
+
+# ---- elementwise chains: runs of float steps with scalar constants -> one ElementwiseChain node ----
+
+def chain_model(steps, x_shape=("n", 3, 8, 8), dtype=TensorProto.FLOAT, extra_output=None):
+    """x through `steps` [(op, constant or None, constant first?, attrs)], each reading the previous value."""
+    nodes, inits, v = [], {}, "x"
+    for i, (op, c, first, attrs) in enumerate(steps):
+        ins = [v]
+        if c is not None:
+            inits[f"c{i}"] = np.asarray(c, np.float32 if dtype == TensorProto.FLOAT else np.int64)
+            ins = [f"c{i}", v] if first else [v, f"c{i}"]
+        if op == "Clip":
+            inits[f"lo{i}"], inits[f"hi{i}"] = np.array(attrs["lo"], np.float32), np.array(attrs["hi"], np.float32)
+            ins, attrs = [v, f"lo{i}", f"hi{i}"], {}
+        nodes.append(N(op, ins, [f"v{i}"], **attrs))
+        v = f"v{i}"
+    nodes[-1].output[0] = "y"
+    outputs = [helper.make_tensor_value_info("y", dtype, None)]
+    if extra_output:
+        outputs.append(helper.make_tensor_value_info(extra_output, dtype, None))
+    return model(nodes, [helper.make_tensor_value_info("x", dtype, list(x_shape))], outputs, inits)
+
+
+ALL_STEPS = [("Sub", 40.0, False, {}), ("Div", 400.0, False, {}), ("Add", 0.5, False, {}),
+             ("Clip", None, False, {"lo": 0.0, "hi": 1.0}), ("Mul", 3.0, True, {}), ("Sub", 1.0, True, {}),
+             ("LeakyRelu", None, False, {"alpha": 0.2}), ("Tanh", None, False, {}), ("Add", 2.0, False, {}),
+             ("Sqrt", None, False, {}), ("Log", None, False, {}), ("Neg", None, False, {}), ("Exp", None, False, {}),
+             ("Div", 2.0, True, {}), ("Erf", None, False, {}), ("Sigmoid", None, False, {})]
+
+
+def test_elementwise_steps_become_one_chain_node(lib):
+    """Sixteen steps of every kind the chain takes (scalar arithmetic either way round, Clip, the activations and
+    math ops): one ElementwiseChain node, and onnxruntime's result."""
+    m = chain_model(ALL_STEPS)
+    x = np.random.default_rng(1).normal(40.0, 300.0, (2, 3, 8, 8)).astype(np.float32)
+    ops = check_against_ort(lib, m, {"x": x}, rtol=1e-5, atol=1e-6)
+    assert ops == {"ElementwiseChain": 1}, ops
+    # longer than one program: two chains
+    ops = check_against_ort(lib, chain_model(ALL_STEPS + ALL_STEPS[:3]), {"x": x}, rtol=1e-5, atol=1e-6)
+    assert ops == {"ElementwiseChain": 2}, ops
+
+
+def test_a_chain_in_half_precision_reads_and_writes_the_float_io(lib):
+    """The image-window chain of a float model input to a float output: in fp16/bf16 the conversion's casts go into
+    the chain, which then computes in float32 from the float input (no rounding to half at all)."""
+    m = chain_model(ALL_STEPS[:4], x_shape=("n", 1, 64, 64))
+    x = np.random.default_rng(2).normal(40.0, 300.0, (2, 1, 64, 64)).astype(np.float32)
+    want = Session(lib, m.SerializeToString()).run({"x": x})[0]
+    for precision in ("fp16", "bf16"):
+        s = Session(lib, m.SerializeToString(), options={"precision": precision, "profile": "1"})
+        assert session_ops(lib, s) == {"ElementwiseChain": 1}
+        got = s.run({"x": x})[0]
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+
+
+def test_elementwise_runs_that_are_not_chains_stay(lib):
+    """A step value read elsewhere ends the run there, a constant of higher rank than the value (which broadcasting
+    would add a dim for) is not a step, and integer arithmetic is not either: each still matches onnxruntime."""
+    x = f32(2, 3, 8, 8)
+    m = chain_model([("Sub", 1.0, False, {}), ("Relu", None, False, {}), ("Mul", 2.0, False, {})], extra_output="v0")
+    ops = check_against_ort(lib, m, {"x": x})
+    assert ops == {"Sub": 1, "ElementwiseChain": 1}, ops  # v0 is an output: Relu and Mul chain after it
+    m = chain_model([("Sub", np.ones((1, 1, 1, 1, 1)), False, {}), ("Relu", None, False, {})])
+    ops = check_against_ort(lib, m, {"x": x})
+    assert ops == {"Sub": 1, "Relu": 1}, ops
+    m = chain_model([("Add", 3, False, {}), ("Mul", 2, False, {})], dtype=TensorProto.INT64)
+    ops = check_against_ort(lib, m, {"x": np.arange(2 * 3 * 64, dtype=np.int64).reshape(2, 3, 8, 8)})
+    assert ops == {"Add": 1, "Mul": 1}, ops
+
+
+def test_the_internal_chain_op_is_refused_in_a_model_file(lib):
+    m = model([N("ElementwiseChain", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], {})
+    with pytest.raises(Exception) as e:
+        Session(lib, m.SerializeToString())
+    assert "op 'ElementwiseChain' is internal to cinfer" in str(e.value)

@@ -621,5 +621,7 @@ const cpu_kernel cpu_elementwise_kernels[] = {
     {"Clip", cpu_run_clip},
     /* elementwise_cast.c */
     {"Cast", cpu_run_cast}, {"CastLike", cpu_run_cast},
+    /* elementwise_chain.c (internal) */
+    {"ElementwiseChain", cpu_run_elementwise_chain},
     {NULL, NULL},
 };

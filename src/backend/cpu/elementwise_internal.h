@@ -1,5 +1,5 @@
-/* Entry points the elementwise kernel files share (elementwise.c, elementwise_unary.c, elementwise_cast.c; linalg.c runs
- * a Gemm's fused Relu through cpu_run_unary_op). */
+/* Entry points the elementwise kernel files share (elementwise.c, elementwise_unary.c, elementwise_cast.c,
+ * elementwise_chain.c; linalg.c runs a Gemm's fused Relu through cpu_run_unary_op). */
 #ifndef CINFER_CPU_ELEMENTWISE_INTERNAL_H
 #define CINFER_CPU_ELEMENTWISE_INTERNAL_H
 
@@ -9,5 +9,6 @@
 cinfer_status cpu_run_unary_op(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 cinfer_status cpu_run_clip(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 cinfer_status cpu_run_cast(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+cinfer_status cpu_run_elementwise_chain(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
 #endif

@@ -167,6 +167,14 @@ cinfer_status attention_compute_sdpa(const graph_node *n, const tensor *in, int 
                                   tensor_shape_str(m, s1, sizeof s1), (long long)batch, (long long)qh, (long long)sq,
                                   (long long)total);
         }
+        /* made by graph/fusion.c from Add(scores, mask) + Softmax: the Add would broadcast a mask whose last dim is 1
+         * where Attention pads it with -inf; the fusion proved that dim the key length from static shapes, and this
+         * checks it again on the real shapes (a caller can pass inputs whose like-named dims differ) */
+        bool fused = graph_node_attr(n, "cinfer_nan_to_zero") || graph_node_attr(n, "cinfer_empty_rows_nan");
+        if (fused && m->dims[m->ndim - 1] != total)
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "Attention node '%s' (fused from the model's attention "
+                              "pattern): the mask added to the scores has shape %s, expected its last dim to be the "
+                              "key length %lld", n->name, tensor_shape_str(m, s1, sizeof s1), (long long)total);
     }
 
     int64_t mode = graph_attr_int(n, "qk_matmul_output_mode", 0);

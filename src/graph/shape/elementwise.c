@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "graph/shape/elementwise_chain.h"
 
 static bool present(const tensor *in, int num_in, int i) {
     return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED;
@@ -196,6 +197,44 @@ static cinfer_status infer_castlike(const graph_node *n, const tensor *in, int n
     return CINFER_OK;
 }
 
+cinfer_status chain_program_read(const graph_node *n, chain_program *p) {
+    size_t num_ops = 0, num_args = 0;
+    const int64_t *ops = graph_attr_ints(n, "cinfer_chain_ops", &num_ops);
+    const float *args = graph_attr_floats(n, "cinfer_chain_args", &num_args);
+    if (!ops || !args || num_ops < 1 || num_ops > CHAIN_MAX_STEPS || num_args != 2 * num_ops)
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': not a chain the optimiser made (%zu steps, %zu "
+                          "constants; expected 1 to %d steps and 2 constants each)", n->op_type, n->name, num_ops,
+                          num_args, CHAIN_MAX_STEPS);
+    memset(p, 0, sizeof *p);
+    p->num_steps = (int)num_ops;
+    for (size_t s = 0; s < num_ops; s++) {
+        if (ops[s] < 0 || ops[s] >= CHAIN_NUM_OPS)
+            return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': step %zu has opcode %lld, expected 0 to %d",
+                              n->op_type, n->name, s, (long long)ops[s], CHAIN_NUM_OPS - 1);
+        p->op[s] = (unsigned char)ops[s];
+        p->a[s] = args[2 * s];
+        p->b[s] = args[2 * s + 1];
+    }
+    return CINFER_OK;
+}
+
+static bool chain_float(cinfer_dtype t) {
+    return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
+}
+
+/* ElementwiseChain (graph/shape/elementwise_chain.h): x's shape; its dtype, or "cinfer_chain_to". */
+static cinfer_status infer_chain(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    chain_program p;
+    CINFER_TRY(chain_program_read(n, &p));
+    cinfer_dtype to = (cinfer_dtype)graph_attr_int(n, "cinfer_chain_to", in[0].dtype);
+    if (!chain_float(in[0].dtype) || !chain_float(to))
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': %s to %s, expected float, float16 or bfloat16",
+                          n->op_type, n->name, cinfer_dtype_name(in[0].dtype), cinfer_dtype_name(to));
+    CINFER_TRY(infer_unary(n, in, num_in, out, num_out));
+    out[0].dtype = to;
+    return CINFER_OK;
+}
+
 #define UNARY(op) {op, infer_unary, 0, OP_FLAG_INPLACE, 1, 1}
 #define BINARY(op) {op, infer_binary, 0, OP_FLAG_INPLACE, 2, 2}
 #define COMPARE(op) {op, infer_compare, 0, 0, 2, 2}
@@ -232,5 +271,7 @@ const op_schema shape_elementwise_schemas[] = {
     {"IsInf", infer_unary_to_bool, 0, 0, 1, 1},
     {"Cast", infer_cast, 0, 0, 1, 1},
     {"CastLike", infer_castlike, 0, 0, 2, 2},
+    /* internal (the optimiser's; a file naming it is refused at load) */
+    {"ElementwiseChain", infer_chain, 0, OP_FLAG_INPLACE, 1, 1},
     {NULL, NULL, 0, 0, 0, 0},
 };

@@ -139,6 +139,13 @@ bool cuda_ew_cast_supported(cinfer_dtype t);
 cudaError_t cuda_ew_cast(cinfer_dtype from, cinfer_dtype to, const void *x, void *y, int64_t n,
                          cudaStream_t stream);
 
+/* ---- elementwise_chain.cu ---- */
+struct chain_program;
+/* y[i] = chain_apply(program, x[i]) for i < n (graph/shape/elementwise_chain.h), x and y each float, float16 or
+ * bfloat16 (they may differ); y may be x when the types have one size. cudaErrorNotSupported for other dtypes. */
+cudaError_t cuda_ew_chain(cinfer_dtype xt, cinfer_dtype yt, const void *x, void *y, int64_t n,
+                          const struct chain_program *program, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

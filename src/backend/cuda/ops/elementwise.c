@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/elementwise.h"
+#include "graph/shape/elementwise_chain.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -320,6 +321,21 @@ static cinfer_status run_cast(cuda_exec *x, const graph_node *n, const tensor *i
     return cuda_check_launch(n, "Cast kernel", cuda_ew_cast(from, to, in[0].data, out[0].data, total, x->stream));
 }
 
+/* ElementwiseChain (internal, graph/fusion.c): the program's steps in one kernel. */
+static cinfer_status run_chain(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                               int num_out) {
+    (void)num_in; (void)num_out;
+    chain_program prog;
+    CINFER_TRY(chain_program_read(n, &prog));
+    cudaError_t e = cuda_ew_chain(in[0].dtype, out[0].dtype, in[0].data, out[0].data, tensor_numel(&out[0]), &prog,
+                                  x->stream);
+    if (e == cudaErrorNotSupported)
+        return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': the CUDA backend runs it from %s to %s only between "
+                          "float, float16 and bfloat16", n->op_type, n->name, cinfer_dtype_name(in[0].dtype),
+                          cinfer_dtype_name(out[0].dtype));
+    return cuda_check_launch(n, "elementwise chain kernel", e);
+}
+
 const cuda_kernel cuda_elementwise_kernels[] = {
     {"Add", run_add}, {"Sub", run_sub}, {"Mul", run_mul}, {"Div", run_div}, {"Mod", run_mod}, {"Pow", run_pow},
     {"PRelu", run_prelu}, {"BitwiseAnd", run_bitwise_and}, {"BitwiseOr", run_bitwise_or},
@@ -340,5 +356,6 @@ const cuda_kernel cuda_elementwise_kernels[] = {
     {"BitwiseNot", run_unary},
     {"Clip", run_clip},
     {"Cast", run_cast}, {"CastLike", run_cast},
+    {"ElementwiseChain", run_chain},
     {NULL, NULL},
 };

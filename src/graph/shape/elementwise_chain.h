@@ -1,0 +1,87 @@
+/* The internal ElementwiseChain op: a run of float elementwise steps (graph/fusion_chain.c folds Sub, Div, Add,
+ * Clip, Relu... with scalar constants into one) applied to each element in float32 in one pass.
+ *
+ * Its program (which steps, with which constants) and its per-element math live here, in plain C that the CPU
+ * kernel (backend/cpu/elementwise_chain.c) and the CUDA kernel (backend/cuda/kernels/elementwise_chain.cu) both
+ * compile, so the two run the same arithmetic. The node carries the program as the internal attributes
+ * "cinfer_chain_ops" (one opcode per step), "cinfer_chain_args" (two floats per step) and, where it also absorbed
+ * a precision cast at its output, "cinfer_chain_to" (the output dtype; else the input's).
+ */
+#ifndef CINFER_GRAPH_SHAPE_ELEMENTWISE_CHAIN_H
+#define CINFER_GRAPH_SHAPE_ELEMENTWISE_CHAIN_H
+
+#include <math.h>
+
+#define CHAIN_MAX_STEPS 16
+
+/* Steps; a and b are the step's two constants. The comparisons keep NaN as the single ops do (Relu and Clip pass
+ * it through). */
+typedef enum chain_op {
+    CHAIN_ADD,        /* x + a */
+    CHAIN_SUB,        /* x - a */
+    CHAIN_RSUB,       /* a - x */
+    CHAIN_MUL,        /* x * a */
+    CHAIN_DIV,        /* x / a */
+    CHAIN_RDIV,       /* a / x */
+    CHAIN_CLIP,       /* x below a -> a, above b -> b */
+    CHAIN_RELU,       /* x < 0 -> 0 */
+    CHAIN_LEAKY_RELU, /* x < 0 -> a * x */
+    CHAIN_SIGMOID,
+    CHAIN_TANH,
+    CHAIN_EXP,
+    CHAIN_LOG,
+    CHAIN_ABS,
+    CHAIN_NEG,
+    CHAIN_SQRT,
+    CHAIN_ERF,
+    CHAIN_NUM_OPS
+} chain_op;
+
+typedef struct chain_program {
+    int num_steps;
+    unsigned char op[CHAIN_MAX_STEPS];
+    float a[CHAIN_MAX_STEPS], b[CHAIN_MAX_STEPS];
+} chain_program;
+
+#ifdef __CUDACC__
+#define CHAIN_FN static __host__ __device__ __forceinline__
+#else
+#define CHAIN_FN static inline
+#endif
+
+/* One element through the program. */
+CHAIN_FN float chain_apply(const chain_program *p, float x) {
+    for (int s = 0; s < p->num_steps; s++) {
+        const float a = p->a[s], b = p->b[s];
+        switch (p->op[s]) {
+        case CHAIN_ADD: x = x + a; break;
+        case CHAIN_SUB: x = x - a; break;
+        case CHAIN_RSUB: x = a - x; break;
+        case CHAIN_MUL: x = x * a; break;
+        case CHAIN_DIV: x = x / a; break;
+        case CHAIN_RDIV: x = a / x; break;
+        case CHAIN_CLIP: x = x < a ? a : x; x = x > b ? b : x; break;
+        case CHAIN_RELU: x = x < 0.0f ? 0.0f : x; break;
+        case CHAIN_LEAKY_RELU: x = x < 0.0f ? a * x : x; break;
+        case CHAIN_SIGMOID: x = 1.0f / (1.0f + expf(-x)); break;
+        case CHAIN_TANH: x = tanhf(x); break;
+        case CHAIN_EXP: x = expf(x); break;
+        case CHAIN_LOG: x = logf(x); break;
+        case CHAIN_ABS: x = fabsf(x); break;
+        case CHAIN_NEG: x = -x; break;
+        case CHAIN_SQRT: x = sqrtf(x); break;
+        case CHAIN_ERF: x = erff(x); break;
+        default: break;
+        }
+    }
+    return x;
+}
+
+#ifndef __CUDACC__
+#include "graph/graph.h"
+
+/* Reads and checks node n's program (an ElementwiseChain node); the error names the node. */
+cinfer_status chain_program_read(const graph_node *n, chain_program *p);
+#endif
+
+#endif
