@@ -18,13 +18,6 @@
 #define UN_IVDEP /* clang: runtime alias checks (its assume_safety warns on loops it cannot vectorise) */
 #endif
 
-typedef struct un_params {
-    float alpha, beta, gamma;
-    int flag;
-} un_params;
-
-/* Processes n elements of x into y; the element types are the function's own. */
-typedef void (*un_fn)(const void *x, void *y, int64_t n, const un_params *p);
 
 /* Loop body: EXPR computes one output from x; T is the input type, UT its unsigned twin. */
 #define UN_BODY(TT, UTT, TO, EXPR)                                                                             \
@@ -283,6 +276,12 @@ static const un_op un_ops[] = {
      false},
 };
 static const un_op un_gelu_tanh_op = UN_FLOAT_OP("Gelu", un_gelu_tanh);
+
+un_fn cpu_unary_f32_loop(const char *op_type) {
+    for (size_t i = 0; i < sizeof un_ops / sizeof un_ops[0]; i++)
+        if (strcmp(un_ops[i].name, op_type) == 0) return un_ops[i].fn[CINFER_DTYPE_FLOAT];
+    return NULL;
+}
 
 /* Reads the op's attributes (ONNX defaults) into p. */
 static cinfer_status un_read_params(const graph_node *n, un_params *p) {

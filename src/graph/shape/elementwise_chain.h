@@ -1,9 +1,10 @@
 /* The internal ElementwiseChain op: a run of float elementwise steps (graph/fusion_chain.c folds Sub, Div, Add,
  * Clip, Relu... with scalar constants into one) applied to each element in float32 in one pass.
  *
- * Its program (which steps, with which constants) and its per-element math live here, in plain C that the CPU
- * kernel (backend/cpu/elementwise_chain.c) and the CUDA kernel (backend/cuda/kernels/elementwise_chain.cu) both
- * compile, so the two run the same arithmetic. The node carries the program as the internal attributes
+ * Its program (which steps, with which constants) and the per-element math live here, in plain C. The CUDA kernel
+ * (backend/cuda/kernels/elementwise_chain.cu) runs chain_apply per element; the CPU kernel
+ * (backend/cpu/elementwise_chain.c) runs the same steps one at a time over L1-sized blocks so each vectorises, its
+ * unary steps through the single ops' own loops. The node carries the program as the internal attributes
  * "cinfer_chain_ops" (one opcode per step), "cinfer_chain_args" (two floats per step) and, where it also absorbed
  * a precision cast at its output, "cinfer_chain_to" (the output dtype; else the input's).
  */
@@ -49,7 +50,7 @@ typedef struct chain_program {
 #define CHAIN_FN static inline
 #endif
 
-/* One element through the program. */
+/* One element through the program (the CUDA kernel's; the CPU kernel's step loops use these formulas). */
 CHAIN_FN float chain_apply(const chain_program *p, float x) {
     for (int s = 0; s < p->num_steps; s++) {
         const float a = p->a[s], b = p->b[s];
