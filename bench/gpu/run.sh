@@ -91,14 +91,16 @@ for what in "${@:-tests}"; do
         ;;
     smoke) smoke ;;
     verify)
-        # what the last session changed after its final H200 run, in one call (~3 min): the CUDA tests (the fused
-        # attention kernel's cases for unpaired mask loads and a wholly masked first key tile), then the BERT fp16
-        # rows with the attention fusion's static shape checks (faf6f56; the recorded figures are of 1e0baa0); then
-        # run "scale" with SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2
+        # what ran on no GPU yet, in one call (~4 min): the CUDA tests (the fused attention kernel's cases for
+        # unpaired mask loads and a wholly masked first key tile (2026-11-30 session 13); the unguarded legacy
+        # attention's NaN rows and the ElementwiseChain kernel (session 14)), then the BERT fp16 rows with the
+        # attention fusion's static shape checks and the load-time shape probes, and the image rows with the chain
+        # kernel (fp16: six kernels -> one, float in and out); then run "scale" with SCALE_ARGS="--gpu-wait block"
+        # on nvidia-h200-x2
         smoke
         torch_python
-        stage compare_verify timeout 300 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
-            --models bert --precisions fp16 --no-agreement --batches "bert:1,8,32,128"
+        stage compare_verify timeout 420 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
+            --models bert,image --precisions fp16 --no-agreement --batches "bert:1,8,32,128;image:1"
         ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"
