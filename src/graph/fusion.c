@@ -555,12 +555,35 @@ static bool has_perm(const graph_node *n, const int64_t *want, size_t rank) {
     return perm && count == rank && memcmp(perm, want, rank * sizeof(int64_t)) == 0;
 }
 
-/* v = the value read through scalar-constant Mul/Div nodes read only here; their product goes into *scale. */
+/* The product of an ElementwiseChain's steps when every one is a multiplication or division by a constant (two
+ * scales in a row, which the chain fusion made one node before the attention fusion ran); false otherwise. */
+static bool chain_scale(const graph_node *n, double *scale) {
+    chain_program p;
+    if (!is_op(n, "ElementwiseChain") || graph_node_attr(n, "cinfer_chain_to")) return false;
+    if (chain_program_read(n, &p) != CINFER_OK) {
+        core_clear_error();
+        return false;
+    }
+    double product = 1.0;
+    for (int s = 0; s < p.num_steps; s++) {
+        if ((p.op[s] != CHAIN_MUL && p.op[s] != CHAIN_DIV) || !isfinite(p.a[s]) || p.a[s] == 0) return false;
+        product *= p.op[s] == CHAIN_MUL ? p.a[s] : 1.0 / p.a[s];
+    }
+    *scale *= product;
+    return true;
+}
+
+/* v = the value read through scalar-constant Mul/Div nodes (or chains of them) read only here; their product goes
+ * into *scale. */
 static int peel_scale(const graph *g, int v, double *scale) {
     for (;;) {
         int p = producer_node(g, v);
         if (p < 0 || !single_data_use(g, v)) return v;
         const graph_node *n = &g->nodes[p];
+        if (chain_scale(n, scale)) {
+            v = n->inputs[0];
+            continue;
+        }
         bool div = is_op(n, "Div");
         if (!div && !is_op(n, "Mul")) return v;
         double c;
@@ -845,9 +868,11 @@ static bool chain_step_of(const graph *g, const graph_node *n, int v, unsigned c
         {"Erf", CHAIN_ERF},   {"LeakyRelu", CHAIN_LEAKY_RELU},
     };
     const graph_value *vv = &g->values[v];
-    if (n->removed || n->domain[0] || n->num_outputs != 1 || n->outputs[0] < 0 || vv->dtype != CINFER_DTYPE_FLOAT)
+    /* the dtype and rank must be known, not a file's claim: probed, or a model input (checked when bound) */
+    if (n->removed || n->domain[0] || n->num_outputs != 1 || n->outputs[0] < 0 || vv->dtype != CINFER_DTYPE_FLOAT ||
+        !(vv->shape_probed || vv->kind == VALUE_INPUT))
         return false;
-    const int rank = vv->ndim < 0 ? 0 : vv->ndim; /* an unknown rank (a model output the file left open): scalars */
+    const int rank = vv->ndim < 0 ? 0 : vv->ndim; /* an unknown rank: scalars only */
     *a = *b = 0.0f;
     for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++)
         if (strcmp(n->op_type, unary[k].op_type) == 0) {
@@ -963,7 +988,7 @@ cinfer_status graph_chain_absorb_casts(graph *g) {
                         graph_attr_int(&g->nodes[k], "to", 0) == CINFER_DTYPE_FLOAT;
         if (!from_float && !to_float) continue;
         /* the output type is said outright: it no longer follows the input's */
-        CINFER_TRY(graph_node_add_int_attr(c, "cinfer_chain_to", to_float ? CINFER_DTYPE_FLOAT : g->values[out].dtype));
+        CINFER_TRY(graph_node_add_int_attr(c, "cinfer_chain_to", to_float ? CINFER_DTYPE_FLOAT : g->values[in].dtype));
         if (from_float) {
             c->inputs[0] = g->nodes[p].inputs[0];
             g->nodes[p].removed = true;

@@ -712,9 +712,10 @@ def test_elementwise_runs_that_are_not_chains_stay(lib):
     """A step value read elsewhere ends the run there, a constant of higher rank than the value (which broadcasting
     would add a dim for) is not a step, and integer arithmetic is not either: each still matches onnxruntime."""
     x = f32(2, 3, 8, 8)
-    m = chain_model([("Sub", 1.0, False, {}), ("Relu", None, False, {}), ("Mul", 2.0, False, {})], extra_output="v0")
+    m = chain_model([("Sub", 1.0, False, {}), ("Relu", None, False, {}), ("Mul", 2.0, False, {})], extra_output="z")
+    m.graph.node.append(N("Abs", ["v0"], ["z"]))
     ops = check_against_ort(lib, m, {"x": x})
-    assert ops == {"Sub": 1, "ElementwiseChain": 1}, ops  # v0 is an output: Relu and Mul chain after it
+    assert ops == {"Sub": 1, "ElementwiseChain": 1, "Abs": 1}, ops  # v0 is read twice: Relu and Mul chain after it
     m = chain_model([("Sub", np.ones((1, 1, 1, 1, 1)), False, {}), ("Relu", None, False, {})])
     ops = check_against_ort(lib, m, {"x": x})
     assert ops == {"Sub": 1, "Relu": 1}, ops
@@ -729,3 +730,36 @@ def test_the_internal_chain_op_is_refused_in_a_model_file(lib):
     with pytest.raises(Exception) as e:
         Session(lib, m.SerializeToString())
     assert "op 'ElementwiseChain' is internal to cinfer" in str(e.value)
+
+
+def test_chain_fusion_trusts_no_file_claims_and_keeps_attention_scales(lib):
+    """A rank or dtype only the file claims (value_info on a value the load-time probes cannot reach) does not decide
+    whether a [1, 1, 1] constant leaves a value's shape alone; a chain after a half-precision input cast keeps
+    writing the half type; and two scales in a row on the attention scores, made one chain, still fuse into the
+    Attention node with their product."""
+    vi = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    m = model([N("Relu", ["x"], ["a"]), N("Mul", ["a", "c"], ["b"]), N("Neg", ["b"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)], [vi("y", None)],
+              {"c": np.full((1, 1, 1), 2.0, np.float32)})
+    m.graph.value_info.extend([vi("a", ["p", "q", "r"]), vi("b", ["p", "q", "r"])])
+    clean = model(list(m.graph.node), list(m.graph.input), list(m.graph.output), {"c": np.full((1, 1, 1), 2.0, np.float32)})
+    feeds = {"x": f32(2, 3)}
+    want = ort.InferenceSession(clean.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for precision in ("fp32", "fp16"):
+        got = Session(lib, m.SerializeToString(), options={"precision": precision}).run(feeds)[0]
+        assert got.shape == want.shape == (1, 2, 3)
+        np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+    m = model([N("Relu", ["x"], ["a"]), N("Neg", ["a"], ["b"]), N("Softmax", ["b"], ["y"], axis=-1)],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)], [vi("y", None)], {})
+    feeds = {"x": f32(2, 5)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for precision in ("fp16", "bf16"):
+        got = Session(lib, m.SerializeToString(), options={"precision": precision}).run(feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    m = self_attention_model(mask="keys")
+    div = next(n for n in m.graph.node if n.op_type == "Div")
+    div.output[0] = "ss0"
+    m.graph.node.insert(list(m.graph.node).index(div) + 1, N("Mul", ["ss0", "one_and_half"], ["ss"]))
+    m.graph.initializer.append(numpy_helper.from_array(np.array(1.5, np.float32), "one_and_half"))
+    del m.graph.value_info[:]
+    half_attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
