@@ -7,6 +7,9 @@
 #include <string.h>
 
 int64_t tensor_numel(const tensor *t) {
+    /* an empty tensor first: [2^32, 2^32, 0] has no elements, but the product of its first dims would overflow */
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] == 0) return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->dims[i];
     return n;
