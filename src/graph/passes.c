@@ -148,6 +148,12 @@ cinfer_status graph_bind_schemas(graph *g) {
             if (n->num_inputs < s->min_inputs || (s->max_inputs >= 0 && n->num_inputs > s->max_inputs))
                 return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': has %d inputs, expected %d to %d", n->op_type,
                                   n->name, n->num_inputs, s->min_inputs, s->max_inputs);
+            /* every op's first output is required but the recurrences' (their Y may be left out for Y_h alone); the
+             * passes read output 0 of the ops they match */
+            bool optional_first = !strcmp(n->op_type, "LSTM") || !strcmp(n->op_type, "GRU") || !strcmp(n->op_type, "RNN");
+            if (!optional_first && (n->num_outputs < 1 || n->outputs[0] < 0))
+                return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': output 0 is missing (it is required)",
+                                  n->op_type, n->name);
             continue;
         }
         n->schema = NULL;
