@@ -1,5 +1,6 @@
-/* The internal ElementwiseChain op: a run of float elementwise steps (graph/fusion_chain.c folds Sub, Div, Add,
- * Clip, Relu... with scalar constants into one) applied to each element in float32 in one pass.
+/* The internal ElementwiseChain op: a run of float elementwise steps applied to each element in float32 in one pass
+ * (graph_fuse_elementwise_chains in graph/fusion.c folds Sub, Div, Add, Clip, Relu... with scalar constants into
+ * one).
  *
  * Its program (which steps, with which constants) and the per-element math live here, in plain C. The CUDA kernel
  * (backend/cuda/kernels/elementwise_chain.cu) runs chain_apply per element; the CPU kernel
