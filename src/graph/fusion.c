@@ -464,11 +464,14 @@ static bool same_dim(const graph_value *a, int da, const graph_value *b, int db)
 
 /* Equal static shapes: every dim the same by same_dim. A dynamic dim past the batch counts only where both shapes
  * were probed (graph_infer_static_shapes): a file's names for intermediate dims are the exporter's word. */
+/* v's static dtype and shape are cinfer's own, not a file's claim: probed, or a model input (checked when bound). */
+static bool shape_known(const graph_value *v) { return v->shape_probed || v->kind == VALUE_INPUT; }
+
 static bool same_static_shape(const graph *g, int a, int b) {
     if (a < 0 || b < 0) return false; /* an absent input (empty name) */
     const graph_value *x = &g->values[a], *y = &g->values[b];
     if (x->ndim < 1 || x->ndim != y->ndim) return false;
-    bool probed = (x->shape_probed || x->kind == VALUE_INPUT) && (y->shape_probed || y->kind == VALUE_INPUT);
+    bool probed = shape_known(x) && shape_known(y);
     for (int d = 0; d < x->ndim; d++)
         if (!same_dim(x, d, y, d) || (d > 0 && x->dims[d] < 0 && !probed)) return false;
     return true;
@@ -862,30 +865,25 @@ static bool chain_constant(const graph *g, int c, int rank, float *out) {
 
 /* Node n as a step on the float value v (its only non-constant input): sets the opcode and constants. */
 static bool chain_step_of(const graph *g, const graph_node *n, int v, unsigned char *op, float *a, float *b) {
-    static const struct { const char *op_type; chain_op op; } unary[] = {
-        {"Relu", CHAIN_RELU}, {"Sigmoid", CHAIN_SIGMOID}, {"Tanh", CHAIN_TANH}, {"Exp", CHAIN_EXP},
-        {"Log", CHAIN_LOG},   {"Abs", CHAIN_ABS},         {"Neg", CHAIN_NEG},   {"Sqrt", CHAIN_SQRT},
-        {"Erf", CHAIN_ERF},   {"LeakyRelu", CHAIN_LEAKY_RELU},
-    };
     const graph_value *vv = &g->values[v];
-    /* the dtype and rank must be known, not a file's claim: probed, or a model input (checked when bound) */
     if (n->removed || n->domain[0] || n->num_outputs != 1 || n->outputs[0] < 0 || vv->dtype != CINFER_DTYPE_FLOAT ||
-        !(vv->shape_probed || vv->kind == VALUE_INPUT))
+        !shape_known(vv))
         return false;
     const int rank = vv->ndim < 0 ? 0 : vv->ndim; /* an unknown rank: scalars only */
     *a = *b = 0.0f;
-    for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++)
-        if (strcmp(n->op_type, unary[k].op_type) == 0) {
-            if (n->num_inputs != 1 || n->inputs[0] != v) return false;
-            *op = (unsigned char)unary[k].op;
-            if (unary[k].op == CHAIN_LEAKY_RELU) *a = graph_attr_float(n, "alpha", 0.01f);
-            return true;
-        }
-    if (strcmp(n->op_type, "Clip") == 0) {
+    for (int k = 0; k < CHAIN_NUM_OPS; k++) {
+        const char *unary = chain_unary_op_type(k);
+        if (!unary || strcmp(n->op_type, unary) != 0) continue;
+        if (n->num_inputs != 1 || n->inputs[0] != v) return false;
+        *op = (unsigned char)k;
+        if (k == CHAIN_LEAKY_RELU) *a = graph_attr_float(n, "alpha", 0.01f);
+        return true;
+    }
+    if (strcmp(n->op_type, "Clip") == 0) { /* opset >= 11 (the loader's floor is 13): bounds are inputs */
         if (n->num_inputs < 1 || n->inputs[0] != v) return false;
         *op = CHAIN_CLIP;
-        *a = n->opset < 11 ? graph_attr_float(n, "min", -INFINITY) : -INFINITY;
-        *b = n->opset < 11 ? graph_attr_float(n, "max", INFINITY) : INFINITY;
+        *a = -INFINITY;
+        *b = INFINITY;
         for (int k = 1; k < n->num_inputs; k++)
             if (n->inputs[k] >= 0 && !chain_constant(g, n->inputs[k], 0, k == 1 ? a : b)) return false;
         return true;
@@ -921,12 +919,12 @@ static cinfer_status become_chain(graph_node *n, int x, int y, const int64_t *op
     n->schema_index = op_schema_index(n->schema);
     graph_attr *at;
     CINFER_TRY(graph_node_add_attr(n, "cinfer_chain_ops", &at));
-    at->type = ATTR_INTS;
-    at->ints = malloc(sizeof(int64_t) * (size_t)steps);
     CINFER_TRY(graph_node_add_attr(n, "cinfer_chain_args", &at));
-    at->type = ATTR_FLOATS;
-    at->floats = malloc(sizeof(float) * 2 * (size_t)steps);
-    graph_attr *ops_attr = &n->attrs[0], *args_attr = &n->attrs[1];
+    graph_attr *ops_attr = &n->attrs[0], *args_attr = &n->attrs[1]; /* the second add may have moved the first */
+    ops_attr->type = ATTR_INTS;
+    ops_attr->ints = malloc(sizeof(int64_t) * (size_t)steps);
+    args_attr->type = ATTR_FLOATS;
+    args_attr->floats = malloc(sizeof(float) * 2 * (size_t)steps);
     if (!ops_attr->ints || !args_attr->floats)
         return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory fusing the chain at '%s'", n->name);
     memcpy(ops_attr->ints, ops, sizeof(int64_t) * (size_t)steps);
@@ -973,8 +971,13 @@ cinfer_status graph_fuse_elementwise_chains(graph *g) {
 /* In a half-precision graph, the casts graph_convert_precision put around a chain (float model input -> half,
  * half -> float model output) go into the chain: it reads and writes float directly, one pass instead of three
  * (the image pipeline: Cast, Sub, Div, Add, Clip, Cast -> one kernel), and without the two roundings to half. */
-cinfer_status graph_chain_absorb_casts(graph *g) {
+/* Node i is a Cast graph_convert_precision added (it names them so). */
+static bool precision_cast(const graph *g, int i) {
     static const char prefix[] = "cinfer_precision_cast/";
+    return i >= 0 && is_op(&g->nodes[i], "Cast") && strncmp(g->nodes[i].name, prefix, sizeof prefix - 1) == 0;
+}
+
+cinfer_status graph_chain_absorb_casts(graph *g) {
     graph_recount_uses(g);
     bool changed = false;
     for (int i = 0; i < g->num_nodes; i++) {
@@ -982,10 +985,9 @@ cinfer_status graph_chain_absorb_casts(graph *g) {
         if (!is_op(c, "ElementwiseChain")) continue;
         int in = c->inputs[0], p = producer_node(g, in), out = c->outputs[0];
         int k = single_use(g, out) ? only_consumer(g, out) : -1;
-        bool from_float = p >= 0 && is_op(&g->nodes[p], "Cast") && strncmp(g->nodes[p].name, prefix, sizeof prefix - 1) == 0 &&
-                          single_use(g, in) && g->values[g->nodes[p].inputs[0]].dtype == CINFER_DTYPE_FLOAT;
-        bool to_float = k >= 0 && is_op(&g->nodes[k], "Cast") && strncmp(g->nodes[k].name, prefix, sizeof prefix - 1) == 0 &&
-                        graph_attr_int(&g->nodes[k], "to", 0) == CINFER_DTYPE_FLOAT;
+        bool from_float = precision_cast(g, p) && single_use(g, in) &&
+                          g->values[g->nodes[p].inputs[0]].dtype == CINFER_DTYPE_FLOAT;
+        bool to_float = precision_cast(g, k) && graph_attr_int(&g->nodes[k], "to", 0) == CINFER_DTYPE_FLOAT;
         if (!from_float && !to_float) continue;
         /* the output type is said outright: it no longer follows the input's */
         CINFER_TRY(graph_node_add_int_attr(c, "cinfer_chain_to", to_float ? CINFER_DTYPE_FLOAT : g->values[in].dtype));

@@ -11,23 +11,6 @@
 
 #define CHAIN_BLOCK 1024 /* elements per block (4 KiB of float32) */
 
-/* The single op whose float32 loop a unary step runs; NULL for the steps written out below. */
-static const char *chain_unary_op(int op) {
-    switch (op) {
-    case CHAIN_RELU: return "Relu";
-    case CHAIN_LEAKY_RELU: return "LeakyRelu";
-    case CHAIN_SIGMOID: return "Sigmoid";
-    case CHAIN_TANH: return "Tanh";
-    case CHAIN_EXP: return "Exp";
-    case CHAIN_LOG: return "Log";
-    case CHAIN_ABS: return "Abs";
-    case CHAIN_NEG: return "Neg";
-    case CHAIN_SQRT: return "Sqrt";
-    case CHAIN_ERF: return "Erf";
-    default: return NULL;
-    }
-}
-
 typedef struct chain_plan {
     chain_program prog;
     un_fn unary[CHAIN_MAX_STEPS];
@@ -66,7 +49,7 @@ cinfer_status cpu_run_elementwise_chain(const graph_node *n, const tensor *in, i
     CINFER_TRY(chain_program_read(n, &c.prog));
     memset(c.params, 0, sizeof c.params);
     for (int s = 0; s < c.prog.num_steps; s++) {
-        const char *op = chain_unary_op(c.prog.op[s]);
+        const char *op = chain_unary_op_type(c.prog.op[s]);
         c.unary[s] = op ? cpu_unary_f32_loop(op) : NULL;
         c.params[s].alpha = c.prog.a[s];
         if (op && !c.unary[s])

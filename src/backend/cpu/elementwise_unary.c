@@ -277,10 +277,15 @@ static const un_op un_ops[] = {
 };
 static const un_op un_gelu_tanh_op = UN_FLOAT_OP("Gelu", un_gelu_tanh);
 
-un_fn cpu_unary_f32_loop(const char *op_type) {
+static const un_op *un_find(const char *op_type) {
     for (size_t i = 0; i < sizeof un_ops / sizeof un_ops[0]; i++)
-        if (strcmp(un_ops[i].name, op_type) == 0) return un_ops[i].fn[CINFER_DTYPE_FLOAT];
+        if (strcmp(un_ops[i].name, op_type) == 0) return &un_ops[i];
     return NULL;
+}
+
+un_fn cpu_unary_f32_loop(const char *op_type) {
+    const un_op *op = un_find(op_type);
+    return op ? op->fn[CINFER_DTYPE_FLOAT] : NULL;
 }
 
 /* Reads the op's attributes (ONNX defaults) into p. */
@@ -344,13 +349,9 @@ static void un_exec(un_fn f, cinfer_dtype half, const void *x, void *y, size_t e
 
 cinfer_status cpu_run_unary_op(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
-    const un_op *op = NULL;
-    if (strcmp(n->op_type, "Gelu") == 0 && strcmp(graph_attr_string(n, "approximate", "none"), "tanh") == 0) {
-        op = &un_gelu_tanh_op;
-    } else {
-        for (size_t i = 0; i < sizeof un_ops / sizeof un_ops[0] && !op; i++)
-            if (strcmp(un_ops[i].name, n->op_type) == 0) op = &un_ops[i];
-    }
+    const un_op *op = strcmp(n->op_type, "Gelu") == 0 && strcmp(graph_attr_string(n, "approximate", "none"), "tanh") == 0
+                          ? &un_gelu_tanh_op
+                          : un_find(n->op_type);
     if (!op) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CPU kernel", n->op_type, n->name);
     cinfer_dtype t = in[0].dtype;
     if ((unsigned)t > CINFER_DTYPE_BFLOAT16) return cpu_unsupported_dtype(n, t);

@@ -82,6 +82,24 @@ CHAIN_FN float chain_apply(const chain_program *p, float x) {
 #ifndef __CUDACC__
 #include "graph/graph.h"
 
+/* The single op a unary step is (the fusion matches it, the CPU kernel runs its float32 loop); NULL for the
+ * arithmetic and Clip steps. */
+static inline const char *chain_unary_op_type(int op) {
+    switch (op) {
+    case CHAIN_RELU: return "Relu";
+    case CHAIN_LEAKY_RELU: return "LeakyRelu";
+    case CHAIN_SIGMOID: return "Sigmoid";
+    case CHAIN_TANH: return "Tanh";
+    case CHAIN_EXP: return "Exp";
+    case CHAIN_LOG: return "Log";
+    case CHAIN_ABS: return "Abs";
+    case CHAIN_NEG: return "Neg";
+    case CHAIN_SQRT: return "Sqrt";
+    case CHAIN_ERF: return "Erf";
+    default: return NULL;
+    }
+}
+
 /* Reads and checks node n's program (an ElementwiseChain node); the error names the node. */
 cinfer_status chain_program_read(const graph_node *n, chain_program *p);
 #endif
