@@ -22,6 +22,8 @@
 #   profile   for each PROFILE_SPECS entry model:batch:precision (default resnet50:64:fp16 bert:32:fp16): the
 #             caller-stream timing check (bench/gpu/check_timing.py), cinfer bench --profile (per-op table) and plain
 #             cinfer bench (host api, wall clock)
+#   algos     cinfer bench at ALGO_SPECS with cuDNN timing on/off and channels-last on/off, every algorithm choice
+#             logged (CINFER_CUDNN_LOG=1): which convolution algorithms a batch size gets, and what they cost
 #   ncu       Nsight Compute sections of one launch of the kernels matching NCU_KERNEL in cinfer bench (PROFILE_SPECS)
 #   trace     per-kernel GPU time of cinfer beside PyTorch eager for the same specs (default resnet50:1:fp16
 #             bert:128:fp16 dlrm:128:fp32; bench/gpu/kernel_trace.py, torch.profiler) into kernel_trace.log
@@ -132,6 +134,24 @@ for what in "${@:-tests}"; do
                 --batch "$bsz" --precision "$prec" --iters 10 --warmup 2 --profile --int-high 1000
             stage "bench_${m}_b${bsz}_$prec" "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda \
                 --batch "$bsz" --precision "$prec" --iters 20 --warmup 3 --int-high 1000
+        done
+        ;;
+    algos)
+        # the convolution algorithm choices at ALGO_SPECS (model:batch:precision; default resnet50:32:fp16
+        # resnet50:256:fp16): cinfer bench with cuDNN timing on and off (CINFER_CUDNN_BENCHMARK), channels-last on
+        # and off (CINFER_CHANNELS_LAST), each choice logged (CINFER_CUDNN_LOG=1) in its stage's log
+        torch_python
+        for spec in ${ALGO_SPECS:-resnet50:32:fp16 resnet50:256:fp16}; do
+            IFS=: read -r m bsz prec <<<"$spec"
+            export_model "$m"
+            for timing in 1 0; do
+                for last in 1 0; do
+                    stage "algos_${m}_b${bsz}_${prec}_timing${timing}_last${last}" env CINFER_CUDNN_LOG=1 \
+                        CINFER_CUDNN_BENCHMARK=$timing CINFER_CHANNELS_LAST=$last "$B/bin/cinfer" bench \
+                        "$WORK/compare-models/$m.onnx" --device cuda --batch "$bsz" --precision "$prec" --iters 20 \
+                        --warmup 3 --int-high 1000
+                done
+            done
         done
         ;;
     ncu)

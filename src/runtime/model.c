@@ -100,7 +100,7 @@ cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
 void cinfer_model_free(cinfer_model *model) {
     if (!model) return;
     graph_free(model->graph);
-    for (int i = 0; i < 2; i++) graph_free(model->half_graphs[i]);
+    for (int i = 0; i < 4; i++) graph_free(model->half_graphs[i]);
     pthread_mutex_destroy(&model->precision_lock);
     free(model->op_counts);
     free(model);
@@ -166,24 +166,43 @@ cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char
     return CINFER_OK;
 }
 
-cinfer_status model_graph_for_precision(const cinfer_model *model, cinfer_dtype compute, const graph **out) {
+/* CINFER_CHANNELS_LAST=0 keeps the CUDA backend's half-precision convolutions channels-first (to compare). */
+static bool channels_last_wanted(void) {
+    const char *v = getenv("CINFER_CHANNELS_LAST");
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* Makes half_graphs[slot] under precision_lock: the converted copy, or (slots 2, 3) its channels-last copy. */
+static cinfer_status make_half_graph(cinfer_model *m, cinfer_dtype compute, int slot) {
+    if (m->half_graphs[slot]) return CINFER_OK;
+    graph *g = NULL;
+    cinfer_status st;
+    if (slot >= 2) {
+        st = make_half_graph(m, compute, slot - 2);
+        if (st == CINFER_OK) g = graph_clone(m->half_graphs[slot - 2]);
+        if (st == CINFER_OK && !g) st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for channels-last convolutions");
+        if (st == CINFER_OK) st = graph_to_channels_last(g);
+    } else {
+        g = graph_clone(m->graph);
+        st = g ? graph_fuse_attention(g)
+               : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
+        if (st == CINFER_OK) st = graph_convert_precision(g, compute);
+        if (st == CINFER_OK) st = graph_chain_absorb_casts(g);
+    }
+    if (st == CINFER_OK) m->half_graphs[slot] = g;
+    else graph_free(g);
+    return st;
+}
+
+cinfer_status model_graph_for_precision(const cinfer_model *model, cinfer_dtype compute, bool cuda, const graph **out) {
     if (compute == CINFER_DTYPE_FLOAT) {
         *out = model->graph;
         return CINFER_OK;
     }
     cinfer_model *m = (cinfer_model *)model; /* the cache is the only state a loaded model changes */
-    int slot = compute == CINFER_DTYPE_FLOAT16 ? 0 : 1;
-    cinfer_status st = CINFER_OK;
+    int slot = (compute == CINFER_DTYPE_FLOAT16 ? 0 : 1) + (cuda && channels_last_wanted() ? 2 : 0);
     pthread_mutex_lock(&m->precision_lock);
-    if (!m->half_graphs[slot]) {
-        graph *g = graph_clone(m->graph);
-        st = g ? graph_fuse_attention(g)
-               : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
-        if (st == CINFER_OK) st = graph_convert_precision(g, compute);
-        if (st == CINFER_OK) st = graph_chain_absorb_casts(g);
-        if (st == CINFER_OK) m->half_graphs[slot] = g;
-        else graph_free(g);
-    }
+    cinfer_status st = make_half_graph(m, compute, slot);
     *out = m->half_graphs[slot];
     pthread_mutex_unlock(&m->precision_lock);
     return st;

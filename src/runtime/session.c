@@ -263,7 +263,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     cinfer_dtype compute = precision == PRECISION_FP16   ? CINFER_DTYPE_FLOAT16
                            : precision == PRECISION_BF16 ? CINFER_DTYPE_BFLOAT16
                                                                 : CINFER_DTYPE_FLOAT;
-    CINFER_TRY(model_graph_for_precision(model, compute, &run_graph));
+    CINFER_TRY(model_graph_for_precision(model, compute, cuda_ordinal >= 0, &run_graph));
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;

@@ -271,6 +271,22 @@ cinfer_status conv_compute_global_pool(const graph_node *n, const tensor *x, con
     return conv_read_pool(n, p);
 }
 
+bool conv_channels_last(const graph_node *n) { return graph_attr_int(n, "cinfer_channels_last", 0) != 0; }
+
+void conv_channels_first_view(const tensor *t, tensor *view) {
+    *view = *t;
+    if (t->ndim < 3) return;
+    view->dims[1] = t->dims[t->ndim - 1];
+    for (int i = 2; i < t->ndim; i++) view->dims[i] = t->dims[i - 1];
+}
+
+void conv_dims_to_channels_last(tensor *t) {
+    if (t->ndim < 3) return;
+    int64_t c = t->dims[1];
+    for (int i = 1; i < t->ndim - 1; i++) t->dims[i] = t->dims[i + 1];
+    t->dims[t->ndim - 1] = c;
+}
+
 static cinfer_status check_float_input(const graph_node *n, const tensor *in, int num_in, int i, const char *what,
                                        cinfer_dtype want) {
     if (i >= num_in || in[i].dtype == CINFER_DTYPE_UNDEFINED)
@@ -322,8 +338,7 @@ static cinfer_status window_shape(const graph_node *n, const tensor *x, const te
     return CINFER_OK;
 }
 
-static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    (void)num_out;
+static cinfer_status infer_conv_channels_first(const graph_node *n, const tensor *in, int num_in, tensor *out) {
     const tensor *x = &in[0], *w = &in[1];
     char sx[128], sw[128];
     int64_t group = 1;
@@ -352,6 +367,20 @@ static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_i
         return core_error(CINFER_ERR_INVALID_MODEL, "Conv node '%s': the fused residual %s %s must match Y %s %s", n->name,
                           cinfer_dtype_name(r->dtype), tensor_shape_str(r, sr, sizeof sr), cinfer_dtype_name(x->dtype),
                           tensor_shape_str(&out[0], sy, sizeof sy));
+    return CINFER_OK;
+}
+
+/* A channels-last Conv is checked and shaped through the channels-first views of X, W and the residual. */
+static cinfer_status infer_conv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    if (!conv_channels_last(n)) return infer_conv_channels_first(n, in, num_in, out);
+    tensor view[4];
+    for (int i = 0; i < num_in && i < 4; i++) {
+        if (i == 2) view[i] = in[i];
+        else conv_channels_first_view(&in[i], &view[i]);
+    }
+    CINFER_TRY(infer_conv_channels_first(n, view, num_in, out));
+    conv_dims_to_channels_last(&out[0]);
     return CINFER_OK;
 }
 
@@ -415,7 +444,11 @@ static cinfer_status infer_pool(const graph_node *n, const tensor *in, int num_i
     conv_pool pool;
     CINFER_TRY(conv_read_pool(n, &pool));
     CINFER_TRY(shape_expect_dtype(n, in, 0, types));
-    CINFER_TRY(window_shape(n, &in[0], NULL, in[0].dims[1], &out[0]));
+    const bool last = conv_channels_last(n);
+    tensor x = in[0];
+    if (last) conv_channels_first_view(&in[0], &x);
+    CINFER_TRY(window_shape(n, &x, NULL, x.dims[1], &out[0]));
+    if (last) conv_dims_to_channels_last(&out[0]);
     for (int j = 1; j < num_out; j++) {
         shape_copy(&out[j], &out[0]);
         out[j].dtype = CINFER_DTYPE_INT64;
@@ -440,7 +473,9 @@ static cinfer_status infer_global_pool(const graph_node *n, const tensor *in, in
                           n->op_type, n->name, tensor_shape_str(&in[0], sx, sizeof sx));
     conv_pool pool;
     CINFER_TRY(conv_read_pool(n, &pool));
-    shape_copy(&out[0], &in[0]);
+    tensor x = in[0];
+    if (conv_channels_last(n)) conv_channels_first_view(&in[0], &x); /* Y stays [N, C, 1...] */
+    shape_copy(&out[0], &x);
     for (int i = 2; i < out[0].ndim; i++) out[0].dims[i] = 1;
     return CINFER_OK;
 }

@@ -78,4 +78,15 @@ cinfer_status conv_compute_pool(const graph_node *n, const tensor *in, const ten
 cinfer_status conv_compute_global_pool(const graph_node *n, const tensor *x, const tensor *y, int64_t *planes,
                                        int64_t *size, conv_pool *p);
 
+/* Channels-last nodes (internal attribute "cinfer_channels_last", set by graph/layout.c in half-precision CUDA
+ * graphs): a Conv whose X, fused residual and Y are [N, spatial..., C] and whose W is [M, k..., C / group]; a
+ * MaxPool or AveragePool whose X and Y are [N, spatial..., C]; a global pool whose X is [N, spatial..., C] and whose
+ * Y keeps its ONNX shape [N, C, 1...] (the same bytes as [N, 1..., C]). */
+bool conv_channels_last(const graph_node *n);
+/* The channels-first view of a channels-last tensor: the same data, dims [N, C, spatial...] (for W: [M, C / group,
+ * k...]). */
+void conv_channels_first_view(const tensor *t, tensor *view);
+/* Reorders channels-first dims [N, C, spatial...] to channels-last [N, spatial..., C], in place. */
+void conv_dims_to_channels_last(tensor *t);
+
 #endif

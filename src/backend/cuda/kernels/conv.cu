@@ -323,6 +323,68 @@ __global__ void global_pool_block(const T *x, T *y, int64_t planes, int64_t size
     }
 }
 
+// Channels-last pools (x and y [N, spatial..., C]; graph/layout.c): one thread per output, consecutive threads on
+// consecutive channels so every tap is a coalesced load. Max and average only, no Indices (the layout pass sends
+// nothing else here); the window rules are pool_kernel's.
+template <typename T>
+__global__ void pool_nhwc_kernel(const T *x, T *y, int64_t total, int64_t channels, conv_geom g, int kind,
+                                 bool include_pad) {
+    using A = typename cmp<T>::type;
+    CUDA_GRID_STRIDE(i, total) {
+        const int64_t ch = i % channels, q = i / channels;
+        const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = (q / (g.out[2] * g.out[1])) % g.out[0];
+        const int64_t n = q / (g.out[2] * g.out[1] * g.out[0]);
+        const int64_t st0 = od * g.s[0] - g.pb[0], st1 = oh * g.s[1] - g.pb[1], st2 = ow * g.s[2] - g.pb[2];
+        const T *xn = x + n * g.in[0] * g.in[1] * g.in[2] * channels + ch;
+        A acc_v = (A)0;
+        int64_t valid = 0, padded = 0;
+        for (int64_t kd = 0; kd < g.k[0]; kd++) {
+            const int64_t id = st0 + kd * g.d[0];
+            if (id < -g.pb[0] || id >= g.in[0] + g.pe[0]) continue;
+            for (int64_t kh = 0; kh < g.k[1]; kh++) {
+                const int64_t ih = st1 + kh * g.d[1];
+                if (ih < -g.pb[1] || ih >= g.in[1] + g.pe[1]) continue;
+                for (int64_t kw = 0; kw < g.k[2]; kw++) {
+                    const int64_t iw = st2 + kw * g.d[2];
+                    if (iw < -g.pb[2] || iw >= g.in[2] + g.pe[2]) continue;
+                    padded++;
+                    if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+                    const A v = ld(xn[((id * g.in[1] + ih) * g.in[2] + iw) * channels]);
+                    if (kind == CONV_POOL_MAX) acc_v = valid == 0 || v > acc_v ? v : acc_v;
+                    else acc_v += v;
+                    valid++;
+                }
+            }
+        }
+        const int64_t cnt = include_pad ? padded : valid;
+        y[i] = st<T>(kind == CONV_POOL_MAX ? acc_v : cnt > 0 ? acc_v / (A)cnt : (A)0);
+    }
+}
+
+// Channels-last global pools: y[n, c] over the `size` positions of x[n, :, c]; one thread per (n, c), so the
+// threads of a warp read consecutive channels of one position together.
+template <typename T>
+__global__ void global_pool_nhwc_kernel(const T *x, T *y, int64_t batch, int64_t channels, int64_t size, int kind,
+                                        int64_t p) {
+    using A = typename cmp<T>::type;
+    CUDA_GRID_STRIDE(i, batch * channels) {
+        const int64_t ch = i % channels, n = i / channels;
+        const T *src = x + n * size * channels + ch;
+        if (kind == CONV_POOL_MAX) {
+            A mx = size > 0 ? ld(src[0]) : (A)0;
+            for (int64_t s = 1; s < size; s++) {
+                const A v = ld(src[s * channels]);
+                mx = v > mx ? v : mx;
+            }
+            y[i] = st<T>(mx);
+        } else {
+            double sum = 0.0;
+            for (int64_t s = 0; s < size; s++) sum += global_term((double)ld(src[s * channels]), kind, p);
+            y[i] = st<T>((A)global_finish(sum, kind, p, size));
+        }
+    }
+}
+
 // ---- BatchNormalization ----
 
 __device__ __forceinline__ double load_any(const void *p, cinfer_dtype t, int64_t i) {
@@ -559,6 +621,29 @@ extern "C" cudaError_t conv_launch_global_pool(cinfer_dtype dtype, int kind, con
                                                int64_t size, int64_t p, cudaStream_t stream) {
     if (planes == 0) return cudaSuccess;
     CONV_DISPATCH(dtype, T, launch_global_pool<T>(kind, x, y, planes, size, p, stream), return cudaErrorInvalidValue)
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
+                                             int64_t channels, conv_geom g, bool include_pad, cudaStream_t stream) {
+    const int64_t total = batch * g.out[0] * g.out[1] * g.out[2] * channels;
+    if (total == 0) return cudaSuccess;
+    if (kind != CONV_POOL_MAX && kind != CONV_POOL_AVG) return cudaErrorInvalidValue;
+    CONV_DISPATCH(dtype, T,
+                  (pool_nhwc_kernel<T><<<grid_for(total), kBlock, 0, stream>>>((const T *)x, (T *)y, total, channels, g,
+                                                                               kind, include_pad)),
+                  return cudaErrorInvalidValue)
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_launch_global_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y,
+                                                    int64_t batch, int64_t channels, int64_t size, int64_t p,
+                                                    cudaStream_t stream) {
+    if (batch * channels == 0) return cudaSuccess;
+    CONV_DISPATCH(dtype, T,
+                  (global_pool_nhwc_kernel<T><<<grid_for(batch * channels), kBlock, 0, stream>>>(
+                      (const T *)x, (T *)y, batch, channels, size, kind, p)),
+                  return cudaErrorInvalidValue)
     return cudaGetLastError();
 }
 

@@ -55,6 +55,15 @@ cudaError_t conv_launch_pool(cinfer_dtype dtype, int kind, const void *x, void *
 cudaError_t conv_launch_global_pool(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t planes,
                                     int64_t size, int64_t p, cudaStream_t stream);
 
+/* Channels-last MaxPool / AveragePool (no Indices): x [batch, spatial..., channels] -> y [batch, out..., channels],
+ * under conv_launch_pool's window rules. */
+cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
+                                  int64_t channels, conv_geom g, bool include_pad, cudaStream_t stream);
+
+/* Channels-last global pools: y[n, c] = max / mean / Lp norm of x[n, s, c] over the `size` positions s. */
+cudaError_t conv_launch_global_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
+                                         int64_t channels, int64_t size, int64_t p, cudaStream_t stream);
+
 /* BatchNormalization's per-channel parameters (each of its own float dtype, as from opset 15). */
 typedef struct conv_bn_params {
     const void *scale, *bias, *mean, *var;

@@ -56,6 +56,7 @@ static cinfer_status out_of_memory(const graph_node *n) {
 typedef struct dnn_key {
     int device, dtype, transpose, nbdims, group;
     int tf32, deterministic; /* session choices: TF32 allowed for float32; deterministic algorithms only */
+    int channels_last;       /* X, W and Y are [N, spatial..., C] (graph/layout.c); the dims below stay [N, C, ...] */
     int x[5], w[5], y[5];
     int pad[3], stride[3], dil[3];
     size_t workspace;
@@ -116,12 +117,24 @@ static void dnn_plan_release(dnn_plan *p) {
     p->cd = NULL;
 }
 
-static cudnnStatus_t dnn_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t type, int nbdims, const int *dims) {
+/* A packed tensor of dims [N, C, spatial...], laid out so or (channels_last) as [N, spatial..., C]. */
+static cudnnStatus_t dnn_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t type, int nbdims, const int *dims,
+                                bool channels_last) {
     int strides[5];
     int s = 1;
-    for (int i = nbdims - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= dims[i];
+    if (channels_last) {
+        strides[1] = 1;
+        s = dims[1];
+        for (int i = nbdims - 1; i >= 2; i--) {
+            strides[i] = s;
+            s *= dims[i];
+        }
+        strides[0] = s;
+    } else {
+        for (int i = nbdims - 1; i >= 0; i--) {
+            strides[i] = s;
+            s *= dims[i];
+        }
     }
     return cudnnSetTensorNdDescriptor(d, type, nbdims, dims, strides);
 }
@@ -169,7 +182,7 @@ static bool dnn_try_algo(cuda_exec *x, dnn_plan *p, int algo, cudnnMathType_t ma
 static void dnn_fused_descriptors(dnn_plan *p, cudnnDataType_t type) {
     int dims[5] = {1, p->key.y[1], 1, 1, 1};
     if (cudnnCreateTensorDescriptor(&p->bd) != CUDNN_STATUS_SUCCESS ||
-        dnn_tensor(p->bd, type, p->key.nbdims, dims) != CUDNN_STATUS_SUCCESS ||
+        dnn_tensor(p->bd, type, p->key.nbdims, dims, false) != CUDNN_STATUS_SUCCESS ||
         cudnnCreateActivationDescriptor(&p->act) != CUDNN_STATUS_SUCCESS ||
         cudnnSetActivationDescriptor(p->act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS) {
         if (p->bd) cudnnDestroyTensorDescriptor(p->bd);
@@ -240,19 +253,31 @@ static bool dnn_time_forward(cuda_exec *x, dnn_plan *p, const dnn_find_io *io, b
         (void)cudaGetLastError(); /* a refused timing leaves no fault behind; a real one shows in the next call */
         return false;
     }
+    /* Half types take a tensor-core result when there is one: Find times each call alone on a GPU whose clocks
+     * may still be rising, and at ResNet-50 fp16 b32 (H200) it ranked IMPLICIT_GEMM without tensor cores
+     * (math 0) first for 13 of 53 convolutions, which then ran several times slower in the graph: 6.58 ms a batch
+     * against 1.91 ms with the heuristics' tensor-core choices (bench/BENCHMARKS.md). */
+    const bool half = k->dtype == CINFER_DTYPE_FLOAT16 || k->dtype == CINFER_DTYPE_BFLOAT16;
     const cudnnConvolutionFwdAlgoPerf_t *best = NULL;
-    for (int i = 0; i < returned && !best; i++) { /* fastest first */
-        const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
-        if (r->status != CUDNN_STATUS_SUCCESS || r->memory > ws_bytes || !math_allowed(k, r->mathType) ||
-            (k->deterministic && r->determinism != CUDNN_DETERMINISTIC))
-            continue;
-        best = r;
-    }
+    for (int pass = half ? 0 : 1; pass < 2 && !best; pass++)
+        for (int i = 0; i < returned && !best; i++) { /* fastest first */
+            const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
+            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > ws_bytes || !math_allowed(k, r->mathType) ||
+                (k->deterministic && r->determinism != CUDNN_DETERMINISTIC) ||
+                (pass == 0 && r->mathType != CUDNN_TENSOR_OP_MATH))
+                continue;
+            best = r;
+        }
+    if (dnn_log_on())
+        for (int i = 0; i < returned; i++)
+            fprintf(stderr, "cinfer cudnn:   timed algo %d math %d status %d: %.3f ms, %zu B\n", (int)perf[i].algo,
+                    (int)perf[i].mathType, (int)perf[i].status, perf[i].time, perf[i].memory);
     if (dnn_log_on())
         fprintf(stderr, "cinfer cudnn: conv x[%d,%d,%d,%d] w[%d,%d,%d,%d]: timed %d algorithms with %zu B of workspace "
-                "(borrowed: %s): fastest algo %d (%.3f ms, %zu B), heuristics' algo %d (%zu B)\n", k->x[0], k->x[1], k->x[2],
-                k->x[3], k->w[0], k->w[1], k->w[2], k->w[3], returned, ws_bytes, borrowed ? "yes" : "no",
-                best ? (int)best->algo : -1, best ? best->time : 0.0f, best ? best->memory : (size_t)0, h_algo, h_ws);
+                "(borrowed: %s): fastest algo %d math %d (%.3f ms, %zu B), heuristics' algo %d math %d (%zu B)\n", k->x[0],
+                k->x[1], k->x[2], k->x[3], k->w[0], k->w[1], k->w[2], k->w[3], returned, ws_bytes,
+                borrowed ? "yes" : "no", best ? (int)best->algo : -1, best ? (int)best->mathType : -1,
+                best ? best->time : 0.0f, best ? best->memory : (size_t)0, h_algo, (int)h_math, h_ws);
     if (!best) return false;
     if (!dnn_try_algo(x, p, (int)best->algo, best->mathType, ws_bytes))
         return have_heuristic && dnn_try_algo(x, p, h_algo, h_math, ws_bytes); /* puts the heuristic's math type back */
@@ -283,9 +308,10 @@ static bool dnn_plan_build(cuda_exec *x, dnn_plan *p, const dnn_find_io *io) {
         cudnnCreateFilterDescriptor(&p->wd) != CUDNN_STATUS_SUCCESS ||
         !dnn_conv_descriptor(k, &p->cd))
         return false;
-    if (dnn_tensor(p->xd, type, k->nbdims, k->x) != CUDNN_STATUS_SUCCESS ||
-        dnn_tensor(p->yd, type, k->nbdims, k->y) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetFilterNdDescriptor(p->wd, type, CUDNN_TENSOR_NCHW, k->nbdims, k->w) != CUDNN_STATUS_SUCCESS)
+    if (dnn_tensor(p->xd, type, k->nbdims, k->x, k->channels_last) != CUDNN_STATUS_SUCCESS ||
+        dnn_tensor(p->yd, type, k->nbdims, k->y, k->channels_last) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetFilterNdDescriptor(p->wd, type, k->channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, k->nbdims,
+                                   k->w) != CUDNN_STATUS_SUCCESS)
         return false;
     if (cudnnSetConvolutionMathType(p->cd, dnn_widest_math(k)) != CUDNN_STATUS_SUCCESS) return false;
     /* the shapes must be the ones cuDNN derives, or it would read or write past them */
@@ -416,7 +442,7 @@ static bool dnn_refused(cudnnStatus_t st) {
  * With a bias and relu, tries the fused call (Y = Relu(conv + bias + res)); *epilogue_done says it ran. */
 static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor *xt, const tensor *w, tensor *y,
                                 int nsp, const conv_geom *g, int64_t group, const void *bias, const void *res,
-                                bool relu, bool *done, bool *epilogue_done) {
+                                bool relu, bool channels_last, bool *done, bool *epilogue_done) {
     *done = *epilogue_done = false;
     cudnnDataType_t type;
     if (!dnn_dtype(xt->dtype, &type) || !window_fits_int(g)) return CINFER_OK;
@@ -438,6 +464,9 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     key.deterministic = x->deterministic;
     key.nbdims = nsp == 3 ? 5 : 4;
     key.group = (int)group;
+    key.channels_last = channels_last;
+    if (channels_last && pad_copy) /* graph/layout.c takes symmetric pads only */
+        return core_error(CINFER_ERR_UNSUPPORTED, "Conv node '%s': channels-last with asymmetric pads", n->name);
     /* a large workspace where the memory allows (x->large_workspace_bytes), except when the padded copy
      * of X already holds the scratch buffer */
     size_t large = pad_copy ? 0 : x->large_workspace_bytes;
@@ -522,11 +551,19 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
 static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                               int num_out) {
     (void)num_out;
-    const tensor *xt = &in[0], *w = &in[1];
+    /* channels-last (graph/layout.c): the channels-first views carry the geometry, the data stays as it is */
+    const bool last = conv_channels_last(n);
+    tensor xv = in[0], wv = in[1], yv = out[0];
+    if (last) {
+        conv_channels_first_view(&in[0], &xv);
+        conv_channels_first_view(&in[1], &wv);
+        conv_channels_first_view(&out[0], &yv);
+    }
+    const tensor *xt = &xv, *w = &wv;
     const tensor *b = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     /* the fused residual Add (graph/fusion.c): Y = act(conv + B + R), R shaped like Y (the schema checked it) */
     const tensor *r = num_in > 3 && in[3].dtype != CINFER_DTYPE_UNDEFINED ? &in[3] : NULL;
-    tensor *y = &out[0];
+    tensor *y = &yv;
     if (!conv_dtype(xt->dtype)) return cuda_unsupported_dtype(n, xt->dtype);
     if (w->dtype != xt->dtype || (b && b->dtype != xt->dtype) || y->dtype != xt->dtype || (r && r->dtype != xt->dtype))
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "Conv node '%s': X, W, B and Y must share one dtype", n->name);
@@ -540,17 +577,24 @@ static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *i
     const int64_t out_size = g.out_size;
     if (batch * m * out_size == 0) return CINFER_OK;
     const void *bias = b ? b->data : NULL;
+    /* the bias + Relu pass: planes of one channel each, or channels-last one element per "plane" */
+    const int64_t planes = last ? batch * m * out_size : batch * m, plane_size = last ? 1 : out_size;
     if (c == 0 || g.in_size == 0) /* no input taps: Y is the bias */
-        return cuda_check_launch(n, "Conv bias fill", conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size,
+        return cuda_check_launch(n, "Conv bias fill", conv_launch_bias_act(xt->dtype, y->data, planes, m, plane_size,
                                                                            bias, true, relu, res, x->stream));
     bool done = false, epilogue_done = false;
-    CINFER_TRY(conv_cudnn(x, n, xt, w, y, nsp, &g, group, bias, res, relu, &done, &epilogue_done));
+    CINFER_TRY(conv_cudnn(x, n, xt, w, y, nsp, &g, group, bias, res, relu, last, &done, &epilogue_done));
     if (done) {
         if (epilogue_done || (!bias && !relu && !res)) return CINFER_OK;
         return cuda_check_launch(n, "Conv bias/residual/Relu",
-                                 conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, false, relu, res,
+                                 conv_launch_bias_act(xt->dtype, y->data, planes, m, plane_size, bias, false, relu, res,
                                                       x->stream));
     }
+    if (last) /* the direct kernels are channels-first */
+        return core_error(CINFER_ERR_UNSUPPORTED,
+                          "Conv node '%s': cuDNN refused the channels-last convolution (X [%lld, %lld, ...], %s); "
+                          "CINFER_CHANNELS_LAST=0 runs it channels-first",
+                          n->name, (long long)batch, (long long)c, cinfer_dtype_name(xt->dtype));
     CINFER_TRY(cuda_check_launch(n, "Conv direct", conv_launch_direct(xt->dtype, xt->data, w->data, bias, y->data, batch,
                                                                       c, m, group, g, relu && !res, x->stream)));
     if (!res) return CINFER_OK;
@@ -729,6 +773,15 @@ static cinfer_status run_pool(cuda_exec *x, const graph_node *n, const tensor *i
     if (!conv_dtype(xt->dtype) || y->dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
     conv_geom g;
     conv_pool pool;
+    if (conv_channels_last(n)) { /* graph/layout.c: Max and Average, no Indices */
+        tensor xv, yv;
+        conv_channels_first_view(xt, &xv);
+        conv_channels_first_view(y, &yv);
+        CINFER_TRY(conv_compute_pool(n, &xv, &yv, 1, "CUDA", &g, &pool));
+        return cuda_check_launch(n, n->op_type,
+                                 conv_launch_pool_nhwc(xt->dtype, kind, xt->data, y->data, xv.dims[0], xv.dims[1], g,
+                                                       pool.include_pad, x->stream));
+    }
     CINFER_TRY(conv_compute_pool(n, in, out, num_out, "CUDA", &g, &pool));
     int64_t *idx = num_out > 1 && out[1].data ? out[1].data : NULL;
     int64_t planes = xt->dims[0] * xt->dims[1];
@@ -761,6 +814,14 @@ static cinfer_status run_global_pool(cuda_exec *x, const graph_node *n, const te
     if (!conv_dtype(xt->dtype) || out[0].dtype != xt->dtype) return cuda_unsupported_dtype(n, xt->dtype);
     int64_t planes, size;
     conv_pool pool;
+    if (conv_channels_last(n)) { /* graph/layout.c: X [N, spatial..., C], Y [N, C, 1...] */
+        tensor xv;
+        conv_channels_first_view(xt, &xv);
+        CINFER_TRY(conv_compute_global_pool(n, &xv, &out[0], &planes, &size, &pool));
+        return cuda_check_launch(n, n->op_type,
+                                 conv_launch_global_pool_nhwc(xt->dtype, kind, xt->data, out[0].data, xv.dims[0],
+                                                              xv.dims[1], size, pool.p, x->stream));
+    }
     CINFER_TRY(conv_compute_global_pool(n, xt, &out[0], &planes, &size, &pool));
     if (planes == 0) return CINFER_OK;
     return cuda_check_launch(n, n->op_type,
