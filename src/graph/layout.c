@@ -5,11 +5,11 @@
  * Here 2-D Convs with constant weights take the internal attribute "cinfer_channels_last" (graph/shape/
  * conv_params.h says what it means), their weights are reordered once to [M, kh, kw, C / group], and the layout
  * spreads forward through what does not care about it: the pools, elementwise ops whose other operands are
- * channels-last too or constants (reordered alike), casts and elementwise chains. A global pool ends the region
- * for free ([N, 1, 1, C] and [N, C, 1, 1] are the same bytes). Everything else reads the channels-first value
- * through one Transpose, as do model outputs; a channels-first value entering a Conv goes through one Transpose
- * the other way. Values keep their names for the channels-first meaning; the channels-last twins are "<name>/nhwc".
- */
+ * channels-last too or constants (reordered alike), casts and elementwise chains. A global pool (or a ReduceMean /
+ * ReduceMax over both spatial axes, which becomes one) ends the region for free ([N, 1, 1, C] and [N, C, 1, 1] are
+ * the same bytes). Everything else reads the channels-first value through one Transpose, as do model outputs; a
+ * channels-first value entering a Conv goes through one Transpose the other way. Values keep their names for the
+ * channels-first meaning; the channels-last twins are "<name>/nhwc". */
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +70,37 @@ static bool pool_candidate(const graph_node *n) {
 
 static bool global_pool_candidate(const graph_node *n) {
     return !n->domain[0] && (is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool"));
+}
+
+/* ReduceMean / ReduceMax over the two spatial axes of a rank-4 value, keeping them (how torch's dynamo exporter
+ * writes adaptive average pooling to 1x1): the global pool of that kind. */
+static const char *reduce_as_global_pool(const graph *g, const graph_node *n) {
+    bool mean = is_op(n, "ReduceMean"), max = is_op(n, "ReduceMax");
+    if (n->domain[0] || !(mean || max) || graph_attr_int(n, "keepdims", 1) != 1 || n->num_outputs != 1) return NULL;
+    size_t count = 0;
+    const int64_t *axes = graph_attr_ints(n, "axes", &count);
+    if (n->num_inputs > 1 && n->inputs[1] >= 0) {
+        const tensor *t = is_constant(g, n->inputs[1]) ? &g->values[n->inputs[1]].constant : NULL;
+        if (!t || t->dtype != CINFER_DTYPE_INT64 || t->ndim != 1) return NULL;
+        axes = t->data;
+        count = (size_t)t->dims[0];
+    }
+    if (!axes || count != 2) return NULL;
+    int64_t a = axes[0] < 0 ? axes[0] + 4 : axes[0], b = axes[1] < 0 ? axes[1] + 4 : axes[1];
+    if (!((a == 2 && b == 3) || (a == 3 && b == 2))) return NULL;
+    return mean ? "GlobalAveragePool" : "GlobalMaxPool";
+}
+
+/* Rewrites node n as the global pool `op` of its input 0 (attributes dropped; graph_bind_schemas rebinds it). */
+static cinfer_status become_global_pool(graph_node *n, const char *op) {
+    char *op_type = strdup(op);
+    if (!op_type) return core_error(CINFER_ERR_OUT_OF_MEMORY, "channels-last layout: out of memory at '%s'", n->name);
+    free(n->op_type);
+    n->op_type = op_type;
+    for (int a = 0; a < n->num_attrs; a++) graph_attr_clear(&n->attrs[a]);
+    n->num_attrs = 0;
+    n->num_inputs = 1;
+    return CINFER_OK;
 }
 
 /* Reorders a constant of rank <= 4 as its channels-first broadcast [1.., C, H, W] would be read channels-last:
@@ -173,7 +204,8 @@ static bool grow(layout_state *s, int num_values) {
 static bool wants_channels_last(const graph *g, const layout_state *s, const graph_node *n) {
     if (conv_candidate(g, n)) return true;
     int x = n->num_inputs > 0 ? n->inputs[0] : -1;
-    if (pool_candidate(n) || global_pool_candidate(n)) return x >= 0 && s->last[x] >= 0;
+    if (pool_candidate(n) || global_pool_candidate(n) || reduce_as_global_pool(g, n))
+        return x >= 0 && s->last[x] >= 0;
     if (!layout_free_op(n) || n->num_outputs != 1 || n->outputs[0] < 0) return false;
     /* an op that only makes a model output (the conversion's output Cast) stays channels-first: its input's
      * Transpose is no dearer than its output's, and saved when that input is read channels-first elsewhere too */
@@ -195,6 +227,8 @@ static bool wants_channels_last(const graph *g, const layout_state *s, const gra
 
 static cinfer_status rewrite_node(graph *g, layout_state *s, int i) {
     const char *what = g->nodes[i].name;
+    const char *pool = reduce_as_global_pool(g, &g->nodes[i]);
+    if (pool) CINFER_TRY(become_global_pool(&g->nodes[i], pool));
     bool conv = is_op(&g->nodes[i], "Conv"), global = global_pool_candidate(&g->nodes[i]);
     bool tagged = conv || global || pool_candidate(&g->nodes[i]);
     for (int j = 0; j < g->nodes[i].num_inputs; j++) {

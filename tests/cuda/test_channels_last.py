@@ -22,13 +22,15 @@ N = helper.make_node
 def small_resnet():
     """A stem conv + Relu, a max pool, a residual block (1x1 conv + Add + Relu, fused into the conv), a strided
     grouped conv, a per-channel scale and a scalar shift, an average pool with padding counted, then three kinds of
-    reader: a Softmax over channels (channels-first only), a global pool into a Gemm head, and a conv with asymmetric
-    pads (left channels-first). The residual block's output is a model output too."""
+    reader: a Softmax over channels (channels-first only), a global pool into a Gemm head and a ReduceMax over both
+    spatial axes (which becomes a global pool), and a conv with asymmetric pads (left channels-first). The residual
+    block's output is a model output too."""
     rng = np.random.default_rng(7)
     w = lambda *s: (rng.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)  # noqa: E731
     inits = {"w1": w(8, 3, 3, 3), "b1": w(8) * 0.1, "w2": w(8, 8, 1, 1), "b2": w(8) * 0.1, "w3": w(16, 4, 3, 3),
              "b3": w(16) * 0.1, "k3": (rng.random((16, 1, 1)) + 0.5).astype(np.float32),
-             "half": np.array(0.5, np.float32), "wf": w(16, 5), "w4": w(4, 8, 2, 2)}
+             "half": np.array(0.5, np.float32), "wf": w(16, 5), "w4": w(4, 8, 2, 2),
+             "spatial": np.array([-1, -2], np.int64)}
     nodes = [
         N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), N("Relu", ["c1"], ["r1"]),
         N("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -38,9 +40,10 @@ def small_resnet():
         N("AveragePool", ["t3"], ["ap"], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1),
         N("Softmax", ["ap"], ["sm"], axis=1),
         N("GlobalAveragePool", ["ap"], ["g"]), N("Flatten", ["g"], ["f"]), N("Gemm", ["f", "wf"], ["y"]),
+        N("ReduceMax", ["ap", "spatial"], ["rm"], keepdims=1),
         N("Conv", ["r2", "w4"], ["z"], pads=[0, 0, 1, 1]),
     ]
-    outputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, None) for k in ("y", "sm", "r2", "z")]
+    outputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, None) for k in ("y", "sm", "r2", "z", "rm")]
     g = helper.make_graph(nodes, "small_resnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 12, 12])],
                           outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9).SerializeToString()
@@ -61,7 +64,7 @@ def test_channels_last_matches_the_reference_and_channels_first(lib, gpus, preci
     s = Session(lib, m, device="cuda:0", options={"precision": precision, "profile": "1"})
     ops = session_ops(lib, s)
     # in: x before the stem conv; out: r2 (a model output, read by the asymmetric conv), ap (for the Softmax)
-    assert ops.get("Transpose") == 3, ops
+    assert ops.get("Transpose") == 3 and ops.get("GlobalMaxPool") == 1, ops
     monkeypatch.setenv("CINFER_CHANNELS_LAST", "0")
     first = Session(lib, m, device="cuda:0", options={"precision": precision, "profile": "1"})
     assert "Transpose" not in session_ops(lib, first)
@@ -71,7 +74,7 @@ def test_channels_last_matches_the_reference_and_channels_first(lib, gpus, preci
     for batch in (1, 5):
         x = np.random.default_rng(batch).standard_normal((batch, 3, 12, 12)).astype(np.float32)
         want, got, alt = ref.run({"x": x}), s.run({"x": x}), first.run({"x": x})
-        for name, w, g, a in zip(("y", "sm", "r2", "z"), want, got, alt):
+        for name, w, g, a in zip(("y", "sm", "r2", "z", "rm"), want, got, alt):
             assert g.shape == w.shape and g.dtype == np.float32, name
             scale = float(np.abs(w).max())
             assert float(np.abs(g - w).max()) <= tol * scale, f"{name} b{batch}: channels-last off the reference"

@@ -323,21 +323,27 @@ __global__ void global_pool_block(const T *x, T *y, int64_t planes, int64_t size
     }
 }
 
-// Channels-last pools (x and y [N, spatial..., C]; graph/layout.c): one thread per output, consecutive threads on
-// consecutive channels so every tap is a coalesced load. Max and average only, no Indices (the layout pass sends
+// Channels-last pools (x and y [N, spatial..., C]; graph/layout.c): one thread per V consecutive channels of one
+// output position, so every tap is one coalesced (up to 16-byte) load per thread. I is the index type (32-bit when
+// the tensors allow: 64-bit division is slow on the GPU). Max and average only, no Indices (the layout pass sends
 // nothing else here); the window rules are pool_kernel's.
-template <typename T>
-__global__ void pool_nhwc_kernel(const T *x, T *y, int64_t total, int64_t channels, conv_geom g, int kind,
-                                 bool include_pad) {
+template <typename T, int V> struct alignas(sizeof(T) * V) vec_of { T v[V]; };
+
+template <typename T, int V, typename I>
+__global__ void pool_nhwc_kernel(const T *x, T *y, I total, I groups, conv_geom g, int kind, bool include_pad) {
     using A = typename cmp<T>::type;
-    CUDA_GRID_STRIDE(i, total) {
-        const int64_t ch = i % channels, q = i / channels;
-        const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = (q / (g.out[2] * g.out[1])) % g.out[0];
-        const int64_t n = q / (g.out[2] * g.out[1] * g.out[0]);
-        const int64_t st0 = od * g.s[0] - g.pb[0], st1 = oh * g.s[1] - g.pb[1], st2 = ow * g.s[2] - g.pb[2];
-        const T *xn = x + n * g.in[0] * g.in[1] * g.in[2] * channels + ch;
-        A acc_v = (A)0;
-        int64_t valid = 0, padded = 0;
+    using W = vec_of<T, V>;
+    const I in0 = (I)g.in[0], in1 = (I)g.in[1], in2 = (I)g.in[2], out0 = (I)g.out[0], out1 = (I)g.out[1],
+            out2 = (I)g.out[2], c = groups * V;
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += (I)(blockDim.x * gridDim.x)) {
+        const I grp = i % groups, q = i / groups;
+        const I ow = q % out2, oh = (q / out2) % out1, od = (q / (out2 * out1)) % out0, n = q / (out2 * out1 * out0);
+        const int64_t st0 = (int64_t)od * g.s[0] - g.pb[0], st1 = (int64_t)oh * g.s[1] - g.pb[1];
+        const int64_t st2 = (int64_t)ow * g.s[2] - g.pb[2];
+        const T *xn = x + (size_t)n * in0 * in1 * in2 * c + (size_t)grp * V;
+        A acc_v[V];
+        for (int e = 0; e < V; e++) acc_v[e] = (A)0;
+        int valid = 0, padded = 0;
         for (int64_t kd = 0; kd < g.k[0]; kd++) {
             const int64_t id = st0 + kd * g.d[0];
             if (id < -g.pb[0] || id >= g.in[0] + g.pe[0]) continue;
@@ -349,15 +355,35 @@ __global__ void pool_nhwc_kernel(const T *x, T *y, int64_t total, int64_t channe
                     if (iw < -g.pb[2] || iw >= g.in[2] + g.pe[2]) continue;
                     padded++;
                     if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
-                    const A v = ld(xn[((id * g.in[1] + ih) * g.in[2] + iw) * channels]);
-                    if (kind == CONV_POOL_MAX) acc_v = valid == 0 || v > acc_v ? v : acc_v;
-                    else acc_v += v;
+                    const W w = *reinterpret_cast<const W *>(xn + (((I)id * in1 + (I)ih) * in2 + (I)iw) * c);
+                    for (int e = 0; e < V; e++) {
+                        const A v = ld(w.v[e]);
+                        if (kind == CONV_POOL_MAX) acc_v[e] = valid == 0 || v > acc_v[e] ? v : acc_v[e];
+                        else acc_v[e] += v;
+                    }
                     valid++;
                 }
             }
         }
-        const int64_t cnt = include_pad ? padded : valid;
-        y[i] = st<T>(kind == CONV_POOL_MAX ? acc_v : cnt > 0 ? acc_v / (A)cnt : (A)0);
+        const int cnt = include_pad ? padded : valid;
+        W out;
+        for (int e = 0; e < V; e++)
+            out.v[e] = st<T>(kind == CONV_POOL_MAX ? acc_v[e] : cnt > 0 ? acc_v[e] / (A)cnt : (A)0);
+        *reinterpret_cast<W *>(y + (size_t)i * V) = out;
+    }
+}
+
+// The bias + residual + Relu pass of a channels-last Conv (y [rows, channels]): bias[i % channels].
+template <typename T, typename I>
+__global__ void bias_act_nhwc_kernel(T *y, I total, I channels, const T *bias, bool fill, bool relu,
+                                     const T *residual) {
+    using A = typename cmp<T>::type;
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += (I)(blockDim.x * gridDim.x)) {
+        A v = fill ? (A)0 : ld(y[i]);
+        if (bias) v += ld(bias[i % channels]);
+        if (residual) v += ld(residual[i]);
+        if (relu) v = v > (A)0 ? v : (A)0;
+        y[i] = st<T>(v);
     }
 }
 
@@ -624,14 +650,53 @@ extern "C" cudaError_t conv_launch_global_pool(cinfer_dtype dtype, int kind, con
     return cudaGetLastError();
 }
 
+template <typename T, int V>
+void launch_pool_nhwc(int kind, const void *x, void *y, int64_t batch, int64_t channels, const conv_geom &g,
+                      bool include_pad, cudaStream_t stream) {
+    const int64_t groups = channels / V, total = batch * g.out[0] * g.out[1] * g.out[2] * groups;
+    const int64_t elements = batch * channels * (g.in_size > g.out_size ? g.in_size : g.out_size);
+    if (elements <= INT32_MAX)
+        pool_nhwc_kernel<T, V, uint32_t><<<grid_for(total), kBlock, 0, stream>>>(
+            (const T *)x, (T *)y, (uint32_t)total, (uint32_t)groups, g, kind, include_pad);
+    else
+        pool_nhwc_kernel<T, V, int64_t><<<grid_for(total), kBlock, 0, stream>>>((const T *)x, (T *)y, total, groups, g,
+                                                                                kind, include_pad);
+}
+
+// 16-byte loads where the channel count allows them
+template <typename T>
+void launch_pool_nhwc_any(int kind, const void *x, void *y, int64_t batch, int64_t channels, const conv_geom &g,
+                          bool include_pad, cudaStream_t stream) {
+    constexpr int V = 16 / sizeof(T) > 0 ? (int)(16 / sizeof(T)) : 1;
+    if (channels % V == 0) launch_pool_nhwc<T, V>(kind, x, y, batch, channels, g, include_pad, stream);
+    else launch_pool_nhwc<T, 1>(kind, x, y, batch, channels, g, include_pad, stream);
+}
+
+template <typename T>
+void launch_bias_act_nhwc(void *y, int64_t total, int64_t channels, const void *bias, bool fill, bool relu,
+                          const void *residual, cudaStream_t stream) {
+    if (total <= INT32_MAX)
+        bias_act_nhwc_kernel<T, uint32_t><<<grid_for(total), kBlock, 0, stream>>>(
+            (T *)y, (uint32_t)total, (uint32_t)channels, (const T *)bias, fill, relu, (const T *)residual);
+    else
+        bias_act_nhwc_kernel<T, int64_t><<<grid_for(total), kBlock, 0, stream>>>((T *)y, total, channels, (const T *)bias,
+                                                                                  fill, relu, (const T *)residual);
+}
+
 extern "C" cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
                                              int64_t channels, conv_geom g, bool include_pad, cudaStream_t stream) {
-    const int64_t total = batch * g.out[0] * g.out[1] * g.out[2] * channels;
-    if (total == 0) return cudaSuccess;
+    if (batch * g.out[0] * g.out[1] * g.out[2] * channels == 0) return cudaSuccess;
     if (kind != CONV_POOL_MAX && kind != CONV_POOL_AVG) return cudaErrorInvalidValue;
-    CONV_DISPATCH(dtype, T,
-                  (pool_nhwc_kernel<T><<<grid_for(total), kBlock, 0, stream>>>((const T *)x, (T *)y, total, channels, g,
-                                                                               kind, include_pad)),
+    CONV_DISPATCH(dtype, T, launch_pool_nhwc_any<T>(kind, x, y, batch, channels, g, include_pad, stream),
+                  return cudaErrorInvalidValue)
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_launch_bias_act_nhwc(cinfer_dtype dtype, void *y, int64_t rows, int64_t channels,
+                                                 const void *bias, bool fill, bool relu, const void *residual,
+                                                 cudaStream_t stream) {
+    if (rows * channels == 0) return cudaSuccess;
+    CONV_DISPATCH(dtype, T, launch_bias_act_nhwc<T>(y, rows * channels, channels, bias, fill, relu, residual, stream),
                   return cudaErrorInvalidValue)
     return cudaGetLastError();
 }

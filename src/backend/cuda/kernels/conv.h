@@ -60,6 +60,10 @@ cudaError_t conv_launch_global_pool(cinfer_dtype dtype, int kind, const void *x,
 cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
                                   int64_t channels, conv_geom g, bool include_pad, cudaStream_t stream);
 
+/* The bias + residual + Relu pass of a channels-last Conv: y [rows, channels] as conv_launch_bias_act's. */
+cudaError_t conv_launch_bias_act_nhwc(cinfer_dtype dtype, void *y, int64_t rows, int64_t channels, const void *bias,
+                                      bool fill, bool relu, const void *residual, cudaStream_t stream);
+
 /* Channels-last global pools: y[n, c] = max / mean / Lp norm of x[n, s, c] over the `size` positions s. */
 cudaError_t conv_launch_global_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
                                          int64_t channels, int64_t size, int64_t p, cudaStream_t stream);
