@@ -280,6 +280,24 @@ template <typename T> T value_from_bits(uint64_t bits) {
     return v;
 }
 
+// ---------------------------------------------------------------- batched device copies
+
+// Copy k of the batch in block row k: 16-byte words where both ends are aligned, then the tail bytes.
+__global__ void copy_batch_kernel(const __grid_constant__ movement_copy_batch b) {
+    const int k = blockIdx.y;
+    const char *src = (const char *)b.src[k];
+    char *dst = (char *)b.dst[k];
+    const size_t bytes = b.bytes[k], stride = (size_t)blockDim.x * gridDim.x;
+    const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t done = 0;
+    if ((((uintptr_t)src | (uintptr_t)dst) & 15) == 0) {
+        const size_t words = bytes / 16;
+        for (size_t i = first; i < words; i += stride) ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+        done = words * 16;
+    }
+    for (size_t i = done + first; i < bytes; i += stride) dst[i] = src[i];
+}
+
 }  // namespace
 
 extern "C" cudaError_t movement_launch_view_copy(void *dst, const void *src, size_t elem_size, const movement_view *view,
@@ -346,6 +364,17 @@ extern "C" cudaError_t movement_launch_fill(void *dst, size_t elem_size, int64_t
         fill_kernel<T><<<grid, kBlock, 0, stream>>>((T *)dst, value_from_bits<T>(value_bits), count);
         return cudaGetLastError();
     });
+}
+
+extern "C" cudaError_t movement_launch_copy_batch(const movement_copy_batch *b, cudaStream_t stream) {
+    if (b->n <= 0 || b->n > MOVEMENT_COPY_BATCH_MAX) return b->n == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    size_t most = 0;
+    for (int k = 0; k < b->n; k++) most = b->bytes[k] > most ? b->bytes[k] : most;
+    if (most == 0) return cudaSuccess;
+    size_t blocks = (most / 16 + 255) / 256;
+    blocks = blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks;
+    copy_batch_kernel<<<dim3((unsigned)blocks, (unsigned)b->n), 256, 0, stream>>>(*b);
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t movement_launch_write_bytes(void *dst, const void *bytes, size_t count, cudaStream_t stream) {

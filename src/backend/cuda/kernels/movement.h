@@ -25,6 +25,18 @@ extern "C" {
 cudaError_t movement_launch_view_copy(void *dst, const void *src, size_t elem_size, const movement_view *v,
                                       cudaStream_t stream);
 
+/* Up to MOVEMENT_COPY_BATCH_MAX device-to-device copies in one launch (dst[k] <- bytes[k] bytes of src[k]; the
+ * ranges must not overlap): a session's device-resident inputs in one kernel, where a copy-engine operation each
+ * costs microseconds of latency apiece. Every pointer must be device-accessible. */
+#define MOVEMENT_COPY_BATCH_MAX 64
+typedef struct movement_copy_batch {
+    void *dst[MOVEMENT_COPY_BATCH_MAX];
+    const void *src[MOVEMENT_COPY_BATCH_MAX];
+    size_t bytes[MOVEMENT_COPY_BATCH_MAX];
+    int n;
+} movement_copy_batch;
+cudaError_t movement_launch_copy_batch(const movement_copy_batch *b, cudaStream_t stream);
+
 /* Concat / Split: a batch of parts joined along an axis into (Concat) or cut out of (Split) the `wide` tensor,
  * both seen as [outer, cols]. Part k has part_cols[k] columns per outer index (never 0) and starts at column
  * wide_col0[k] of the wide tensor. */
