@@ -143,6 +143,9 @@ cinfer_status graph_infer_static_shapes(graph *g);
 /* Fusions that cut kernels (graph/fusion.c): common subexpressions merged, the erf GELU pattern as one Gelu node,
  * scalar scales after a MatMul(+bias) folded into its constants. Called by graph_optimize. */
 cinfer_status graph_fuse(graph *g);
+/* Table lookups (Gather on axis 0 of a constant, maybe Unsqueezed) joined by a Concat, two or more of them, become one
+ * internal LookupConcat node that writes each row into its place (graph/fusion_lookup.c). Called by graph_optimize. */
+cinfer_status graph_fuse_lookup_concat(graph *g);
 /* Half-precision graphs only (model.c calls it before graph_convert_precision): BERT-style self-attention
  * (softmax(Q.K^T * s + mask).V between head splits of 3-D projections) becomes one Attention node, which the CUDA
  * backend runs as a fused kernel. Leaves the graph sorted, dead nodes removed, host values marked. */

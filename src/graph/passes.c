@@ -487,6 +487,7 @@ cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(graph_infer_static_shapes(g));
     CINFER_TRY(graph_fuse(g));
     CINFER_TRY(fuse_relu(g)); /* the Gemms graph_fuse made from MatMul + bias */
+    CINFER_TRY(graph_fuse_lookup_concat(g));
     CINFER_TRY(graph_fuse_elementwise_chains(g));
     graph_remove_dead_nodes(g);
     graph_compact(g);

@@ -343,9 +343,13 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
         int ni = graph_add_node(g, name, np->op_type, domain, opset, ins, (int)np->n_input, outs, (int)np->n_output);
         if (ni < 0) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
         graph_node *n = &g->nodes[ni];
-        if (np->op_type && strcmp(np->op_type, "ElementwiseChain") == 0 && (!domain[0] || !strcmp(domain, "ai.onnx")))
-            return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': op 'ElementwiseChain' is internal to cinfer (the "
-                              "optimiser's fused elementwise steps) and may not appear in a model file", n->name);
+        static const char *const internal_ops[][2] = {{"ElementwiseChain", "fused elementwise steps"},
+                                                      {"LookupConcat", "fused table lookups"}};
+        for (size_t k = 0; np->op_type && (!domain[0] || !strcmp(domain, "ai.onnx")) && k < 2; k++)
+            if (strcmp(np->op_type, internal_ops[k][0]) == 0)
+                return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': op '%s' is internal to cinfer (the optimiser's "
+                                  "%s) and may not appear in a model file", n->name, internal_ops[k][0],
+                                  internal_ops[k][1]);
         n->attrs = calloc(np->n_attribute ? np->n_attribute : 1, sizeof(graph_attr));
         if (!n->attrs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
         for (size_t a = 0; a < np->n_attribute; a++) {

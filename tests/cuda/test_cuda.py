@@ -481,3 +481,21 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     assert err <= 1.5 * ref_err + 1e-3, (err, ref_err)
     if precision == "fp16":
         np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)
+
+
+@pytest.mark.parametrize("form", ["stack", "flat", "multi"])
+@pytest.mark.parametrize("dim", [8, 3])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_lookup_concat_kernel_matches_the_cpu(lib, gpus, form, dim, precision):
+    """The fused table lookups (kernels/movement_index.cu lookup_concat_kernel) against the CPU kernel: 16-byte units
+    where the row width allows (dim 8 at fp16, 32 bytes a row) and elements where it does not (dim 3), negative
+    indices wrapping, one and several lookups per outer index; copies, so bit for bit."""
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit"))
+    from test_fusion import lookup_feeds, lookup_model, session_ops
+    m = lookup_model(form, dim=dim).SerializeToString()
+    feeds = lookup_feeds(form, batch=37, dim=dim)
+    want = Session(lib, m, device="cpu", options={"precision": precision}).run(feeds)[0]
+    s = Session(lib, m, device="cuda:0", options={"precision": precision, "profile": "1"})
+    assert session_ops(lib, s).get("LookupConcat") == 1
+    np.testing.assert_array_equal(s.run(feeds)[0], want)

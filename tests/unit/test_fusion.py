@@ -763,3 +763,102 @@ def test_chain_fusion_trusts_no_file_claims_and_keeps_attention_scales(lib):
     m.graph.initializer.append(numpy_helper.from_array(np.array(1.5, np.float32), "one_and_half"))
     del m.graph.value_info[:]
     half_attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
+
+
+def lookup_model(form="stack", tables=3, rows=50, dim=8, near_miss=None):
+    """A DLRM-style join: dense features through a Relu (exact on every device: the join is a copy, compared bit for
+    bit), `tables` embedding lookups (Gather on axis 0 of a
+    constant), all joined by one Concat. form: "stack" (each piece Unsqueezed to [B, 1, dim], the last one with axis
+    -2, Concat axis 1), "flat" (pieces [B, dim], Concat axis 1) or "multi" (indices [B, 2]: pieces [B, 2, dim]).
+    near_miss: "input_table" (the first table is a model input, not a constant), "inner" (tables [rows, 2, dim / 2]
+    joined along their last dim, which would split their rows),
+    "shared" (the first lookup is read elsewhere too), "one" (one lookup only)."""
+    rng = np.random.default_rng(5)
+    inits = {"one": np.array([1], np.int64), "minus2": np.array([-2], np.int64)}
+    nodes = [N("Relu", ["dense"], ["x"])]
+    idx_shape = ["b", 2] if form == "multi" else ["b"]
+    inputs = [helper.make_tensor_value_info("dense", TensorProto.FLOAT, ["b", dim])]
+    pieces = []
+    if form == "flat":
+        pieces.append("x")
+    else:
+        nodes.append(N("Unsqueeze", ["x", "one"], ["xu"]))
+        pieces.append("xu")
+    count = 1 if near_miss == "one" else tables
+    for t in range(count):
+        if near_miss == "input_table" and t == 0:
+            inputs.append(helper.make_tensor_value_info("t0", TensorProto.FLOAT, [rows, dim]))
+        else:
+            shape = (rows, 2, dim // 2) if near_miss == "inner" else (rows, dim)
+            inits[f"t{t}"] = rng.standard_normal(shape).astype(np.float32)
+        inputs.append(helper.make_tensor_value_info(f"i{t}", TensorProto.INT64, idx_shape))
+        nodes.append(N("Gather", [f"t{t}", f"i{t}"], [f"e{t}"], axis=0))
+        if form == "stack" and near_miss != "inner":
+            nodes.append(N("Unsqueeze", [f"e{t}", "minus2" if t == tables - 1 else "one"], [f"u{t}"]))
+            pieces.append(f"u{t}")
+        elif form == "multi":
+            pieces.append(f"e{t}")
+        else:
+            pieces.append(f"e{t}")
+    if form == "multi":
+        pieces[0] = "xu"
+    axis = {"stack": 1, "flat": 1, "multi": 1}[form]
+    if near_miss == "inner":
+        axis = -1
+        inits["split"] = np.array([-1, 2, dim // 2], np.int64)
+        nodes.append(N("Reshape", ["x", "split"], ["xinner"]))
+        pieces = ["xinner"] + [f"e{t}" for t in range(count)]
+    nodes.append(N("Concat", pieces, ["y"], axis=axis))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if near_miss == "shared":
+        nodes.append(N("Neg", ["e0"], ["side"]))
+        outputs.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, None))
+    return model(nodes, inputs, outputs, inits)
+
+
+def lookup_feeds(form="stack", tables=3, rows=50, batch=5, seed=0, dim=8):
+    rng = np.random.default_rng(seed)
+    feeds = {"dense": rng.standard_normal((batch, dim)).astype(np.float32)}
+    for t in range(tables):
+        idx = rng.integers(-rows, rows, (batch, 2) if form == "multi" else (batch,)).astype(np.int64)
+        feeds[f"i{t}"] = idx
+    return feeds
+
+
+@pytest.mark.parametrize("form", ["stack", "flat", "multi"])
+def test_table_lookups_into_a_concat_become_one_node(lib, form):
+    m = lookup_model(form)
+    ops = check_against_ort(lib, m, lookup_feeds(form), rtol=0, atol=0)
+    assert ops.get("LookupConcat") == 1 and "Gather" not in ops and "Concat" not in ops, ops
+    if form == "stack":  # the dense piece's Unsqueeze is a plain input of the fused node; the lookups' are gone
+        assert ops.get("Unsqueeze") == 1, ops
+
+
+@pytest.mark.parametrize("near_miss", ["input_table", "inner", "shared", "one"])
+def test_lookup_near_misses_stay_unfused(lib, near_miss):
+    m = lookup_model("stack", near_miss=near_miss)
+    tables = 1 if near_miss == "one" else 3
+    feeds = lookup_feeds("stack", tables=tables)
+    if near_miss == "input_table":
+        feeds["t0"] = np.random.default_rng(9).standard_normal((50, 8)).astype(np.float32)
+    ops = check_against_ort(lib, m, feeds, rtol=0, atol=0)
+    fused = near_miss in ("input_table", "shared")  # the other two lookups still fuse
+    assert ops.get("LookupConcat", 0) == int(fused), ops
+    assert ops.get("Gather", 0) == (1 if fused else tables), ops
+
+
+def test_a_lookup_index_out_of_range_is_a_clear_error(lib):
+    m = lookup_model("stack")
+    feeds = lookup_feeds("stack")
+    feeds["i1"][2] = 50
+    with pytest.raises(Exception) as e:
+        Session(lib, m.SerializeToString()).run(feeds)
+    assert "index 50 is out of range for axis 0 of size 50" in str(e.value)
+
+
+def test_the_internal_lookup_op_is_refused_in_a_model_file(lib):
+    m = model([N("LookupConcat", ["t", "i"], ["y"])], [helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], {"t": np.zeros((3, 2), np.float32)})
+    with pytest.raises(Exception) as e:
+        Session(lib, m.SerializeToString())
+    assert "op 'LookupConcat' is internal to cinfer" in str(e.value)

@@ -351,6 +351,45 @@ static cinfer_status run_gather(const graph_node *n, const tensor *in, int num_i
     return CINFER_OK;
 }
 
+/* LookupConcat (internal; graph/fusion_lookup.c): each piece's rows copied into their columns of the output seen
+ * as [outer, width]; lookups check their indices first, as Gather does. */
+static cinfer_status run_lookup_concat(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    lookup_part parts[GRAPH_MAX_NODE_IO];
+    int count = 0;
+    int64_t outer = 0, width = 0;
+    CINFER_TRY(movement_lookup_parts(n, in, num_in, &out[0], parts, &count, &outer, &width));
+    CINFER_TRY(check_copyable(n, &out[0]));
+    const size_t es = cinfer_dtype_size(out[0].dtype);
+    char *dst = out[0].data;
+    for (int k = 0; k < count; k++) {
+        const lookup_part *p = &parts[k];
+        const char *src = in[p->input].data;
+        if (!p->lookup) {
+            for (int64_t o = 0; o < outer; o++)
+                copy_block(dst + (size_t)(o * width + p->col0) * es, src + (size_t)(o * p->inner) * es,
+                           (size_t)p->inner * es);
+            continue;
+        }
+        const tensor *idx = &in[p->input + 1];
+        int64_t count_idx = tensor_numel(idx);
+        for (int64_t j = 0; j < count_idx; j++) {
+            int64_t v = index_at(idx, j);
+            if (!wrap_index(&v, p->rows)) return index_error(n, index_at(idx, j), 0, p->rows);
+        }
+        if (p->row == 0) continue;
+        const int64_t per_outer = p->inner / p->row;
+        const size_t row_bytes = (size_t)p->row * es;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t r = 0; r < per_outer; r++) {
+                int64_t v = index_at(idx, o * per_outer + r);
+                if (v < 0) v += p->rows;
+                copy_block(dst + (size_t)(o * width + p->col0 + r * p->row) * es, src + (size_t)v * row_bytes, row_bytes);
+            }
+    }
+    return CINFER_OK;
+}
+
 /* GatherElements / ScatterElements: walks the index tensor in order; each step gives the data element
  * (offset in elements) that index position i addresses along the node's axis. */
 typedef struct elements_walk {
@@ -803,6 +842,7 @@ const cpu_kernel cpu_movement_kernels[] = {
     {"Identity", run_copy},
     {"Transpose", run_transpose},
     {"Concat", run_concat},
+    {"LookupConcat", run_lookup_concat},
     {"Split", run_split},
     {"Slice", run_slice},
     {"Gather", run_gather},

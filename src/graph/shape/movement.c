@@ -328,6 +328,86 @@ static cinfer_status infer_concat(const graph_node *n, const tensor *in, int num
     return CINFER_OK;
 }
 
+/* LookupConcat (movement_params.h): each piece's shape (a lookup's is Gather's, then the optional Unsqueeze),
+ * then Concat's rules over them. *pieces gets the piece shapes (room for num_in). */
+static cinfer_status lookup_piece_shapes(const graph_node *n, const tensor *in, int num_in, tensor *pieces,
+                                         int *count) {
+    size_t ncodes = 0;
+    const int64_t *codes = graph_attr_ints(n, "cinfer_pieces", &ncodes);
+    int k = 0, i = 0;
+    for (size_t c = 0; codes && c < ncodes; c++) {
+        if (codes[c] == LOOKUP_PLAIN) {
+            if (i >= num_in) break;
+            pieces[k++] = in[i++];
+            continue;
+        }
+        if (i + 1 >= num_in || codes[c] < LOOKUP_NO_UNSQUEEZE) break;
+        const tensor *table = &in[i], *idx = &in[i + 1];
+        i += 2;
+        if (table->ndim < 1 || !is_index_dtype(idx->dtype))
+            return core_error(CINFER_ERR_INVALID_MODEL, "LookupConcat node '%s': piece %d needs a table of rank >= 1 and "
+                              "int32/int64 indices", n->name, k);
+        tensor *t = &pieces[k++];
+        memset(t, 0, sizeof *t);
+        t->dtype = table->dtype;
+        int r = idx->ndim + table->ndim - 1 + (codes[c] >= 0);
+        if (r > CINFER_MAX_DIMS || codes[c] > idx->ndim + table->ndim - 1)
+            return core_error(CINFER_ERR_INVALID_MODEL, "LookupConcat node '%s': piece %d has a bad rank", n->name, k - 1);
+        int64_t dims[CINFER_MAX_DIMS];
+        int q = 0;
+        for (int d = 0; d < idx->ndim; d++) dims[q++] = idx->dims[d];
+        for (int d = 1; d < table->ndim; d++) dims[q++] = table->dims[d];
+        for (int d = 0, src = 0; d < r; d++) t->dims[d] = d == codes[c] ? 1 : dims[src++];
+        t->ndim = r;
+    }
+    if (!codes || k == 0 || i != num_in || (size_t)k != ncodes)
+        return core_error(CINFER_ERR_INVALID_MODEL, "LookupConcat node '%s': its pieces do not match its %d inputs",
+                          n->name, num_in);
+    *count = k;
+    return CINFER_OK;
+}
+
+static cinfer_status infer_lookup_concat(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    tensor pieces[GRAPH_MAX_NODE_IO];
+    int count = 0;
+    CINFER_TRY(lookup_piece_shapes(n, in, num_in, pieces, &count));
+    return infer_concat(n, pieces, count, out, num_out);
+}
+
+cinfer_status movement_lookup_parts(const graph_node *n, const tensor *in, int num_in, const tensor *y,
+                                    lookup_part *parts, int *count, int64_t *outer, int64_t *width) {
+    tensor pieces[GRAPH_MAX_NODE_IO];
+    CINFER_TRY(lookup_piece_shapes(n, in, num_in, pieces, count));
+    int axis;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), y->ndim, &axis));
+    int64_t o = 1, col = 0;
+    for (int d = 0; d < axis; d++) o *= y->dims[d];
+    size_t ncodes = 0;
+    const int64_t *codes = graph_attr_ints(n, "cinfer_pieces", &ncodes);
+    for (int k = 0, i = 0; k < *count; k++) {
+        lookup_part *p = &parts[k];
+        p->input = i;
+        p->lookup = codes[k] != LOOKUP_PLAIN;
+        p->inner = 1;
+        for (int d = axis; d < pieces[k].ndim; d++) p->inner *= pieces[k].dims[d];
+        p->col0 = col;
+        col += p->inner;
+        p->row = p->rows = 0;
+        if (p->lookup) {
+            const tensor *table = &in[i];
+            p->rows = table->dims[0];
+            p->row = 1;
+            for (int d = 1; d < table->ndim; d++) p->row *= table->dims[d];
+            if (p->row > 0 && p->inner % p->row != 0)
+                return core_error(CINFER_ERR_INVALID_MODEL, "LookupConcat node '%s': piece %d splits table rows", n->name, k);
+        }
+        i += p->lookup ? 2 : 1;
+    }
+    *outer = o;
+    *width = col;
+    return CINFER_OK;
+}
+
 static cinfer_status infer_split(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     int r = in[0].ndim;
     int axis;
@@ -948,6 +1028,7 @@ const op_schema shape_movement_schemas[] = {
     {"Identity", shape_infer_same_as_first, 0, OP_FLAG_ALIAS, 1, 1},
     {"Transpose", infer_transpose, 0, 0, 1, 1},
     {"Concat", infer_concat, 0, 0, 1, -1},
+    {"LookupConcat", infer_lookup_concat, 0, 0, 2, -1}, /* internal: graph/fusion_lookup.c */
     {"Split", infer_split, 1u << 1, 0, 1, 2},
     {"Slice", infer_slice, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4), 0, 3, 5},
     {"Gather", infer_gather, 0, 0, 2, 2},

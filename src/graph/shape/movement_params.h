@@ -52,6 +52,27 @@ cinfer_status movement_read_reduction(const graph_node *n, movement_reduction *r
 /* Shape (opset 15): the start/end attributes, negative ones counted from the end, clamped to [0, rank]. */
 void movement_shape_range(const graph_node *n, int rank, int64_t *start, int64_t *end);
 
+/* LookupConcat (internal; graph/fusion_lookup.c): Concat(axis) of pieces, each a plain input or a table lookup
+ * Unsqueeze(Gather(table, indices, axis 0), u) (u optional), the lookups' indices int32 or int64. Attribute
+ * "cinfer_pieces" holds one code per piece: LOOKUP_PLAIN (one input), LOOKUP_NO_UNSQUEEZE or the unsqueeze axis
+ * u >= 0 (two inputs: table, indices). The fusion only forms it where each lookup's table dims lie after the concat
+ * axis, so every piece is whole table rows per outer index. */
+#define LOOKUP_PLAIN (-2)
+#define LOOKUP_NO_UNSQUEEZE (-1)
+
+/* One piece of a LookupConcat as the kernels copy it: the output seen as [outer, width], the piece filling columns
+ * [col0, col0 + inner) of each outer index from its plain input, or from `inner / row` table rows of `row` elements
+ * picked by consecutive indices (rows: the table's first dim). */
+typedef struct lookup_part {
+    int input; /* the plain input, or the table (the indices are input + 1) */
+    bool lookup;
+    int64_t inner, col0, row, rows;
+} lookup_part;
+
+/* Reads n's pieces against its inputs and output y: parts[0..*count) (room for num_in), *outer and *width. */
+cinfer_status movement_lookup_parts(const graph_node *n, const tensor *in, int num_in, const tensor *y,
+                                    lookup_part *parts, int *count, int64_t *outer, int64_t *width);
+
 /* The views the copying ops read their input through (the output is contiguous in the view's dims). */
 
 /* A contiguous tensor of the given dims with its axes permuted by perm (Transpose, DepthToSpace). */

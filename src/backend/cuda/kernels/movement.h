@@ -97,6 +97,24 @@ cudaError_t movement_launch_range(void *dst, cinfer_dtype dtype, int64_t count, 
 
 /* ---------------------------------------------------------------- gathers (movement_index.cu) */
 
+/* LookupConcat (graph/fusion_lookup.c): up to MOVEMENT_LOOKUP_MAX pieces, piece k in block row k, written into
+ * columns [col0, col0 + inner) of dst seen as [outer, width]: a plain piece from src ([outer, inner]), a lookup from
+ * the table rows (`row` elements each, `rows` of them) its indices pick, inner / row consecutive indices per outer
+ * index, negative ones wrapping once and out-of-range ones reading zero (as Gather here). Counts in elements. */
+#define MOVEMENT_LOOKUP_MAX 64
+typedef struct movement_lookup_piece {
+    const void *src, *idx; /* idx NULL: a plain piece */
+    int idx_is_64;
+    int64_t inner, col0, row, rows;
+} movement_lookup_piece;
+typedef struct movement_lookup_batch {
+    void *dst;
+    int64_t outer, width;
+    int n;
+    movement_lookup_piece p[MOVEMENT_LOOKUP_MAX];
+} movement_lookup_batch;
+cudaError_t movement_launch_lookup_concat(const movement_lookup_batch *b, size_t elem_size, cudaStream_t stream);
+
 /* Indices are int32 (idx_is_64 false) or int64; negative ones wrap once; out-of-range ones read zero. */
 
 /* Gather: data [outer, axis_size, inner], indices (count of them) -> out [outer, count, inner]. */

@@ -211,7 +211,74 @@ cudaError_t sort_storage_bytes(int64_t rows, int key_bits, size_t *bytes) {
                                            (const int64_t *)nullptr, (int64_t *)nullptr, rows, 0, key_bits);
 }
 
+// ---------------------------------------------------------------- LookupConcat
+
+// Piece blockIdx.y of the batch in units of U (an element, or 16 bytes where every count and address allows):
+// `scale` elements per unit.
+template <typename U>
+__device__ void lookup_piece_copy(const movement_lookup_batch &b, const movement_lookup_piece &p, int64_t scale) {
+    const int64_t inner = p.inner / scale, width = b.width / scale, col0 = p.col0 / scale, total = b.outer * inner;
+    U *dst = (U *)b.dst;
+    const U *src = (const U *)p.src;
+    const int64_t stride = (int64_t)blockDim.x * gridDim.x;
+    if (!p.idx) {
+        for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+            const int64_t o = e / inner, c = e % inner;
+            dst[o * width + col0 + c] = src[e];
+        }
+        return;
+    }
+    const int64_t row = p.row / scale, per_outer = inner / row;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const int64_t o = e / inner, c = e % inner, r = c / row, d = c % row, k = o * per_outer + r;
+        int64_t v = p.idx_is_64 ? ((const int64_t *)p.idx)[k] : (int64_t)((const int32_t *)p.idx)[k];
+        if (v < 0) v += p.rows;
+        U out{};
+        if (v >= 0 && v < p.rows) out = src[v * row + d];
+        dst[o * width + col0 + c] = out;
+    }
+}
+
+template <typename E>
+__global__ void lookup_concat_kernel(const __grid_constant__ movement_lookup_batch b, unsigned vector_mask_lo,
+                                     unsigned vector_mask_hi) {
+    const int k = blockIdx.y;
+    const movement_lookup_piece &p = b.p[k];
+    const bool vec = ((k < 32 ? vector_mask_lo >> k : vector_mask_hi >> (k - 32)) & 1u) != 0;
+    if (vec) lookup_piece_copy<uint4>(b, p, (int64_t)(16 / sizeof(E)));
+    else lookup_piece_copy<E>(b, p, 1);
+}
+
 }  // namespace
+
+extern "C" cudaError_t movement_launch_lookup_concat(const movement_lookup_batch *b, size_t elem_size,
+                                                     cudaStream_t stream) {
+    if (b->n <= 0 || b->outer == 0) return cudaSuccess;
+    if (b->n > MOVEMENT_LOOKUP_MAX) return cudaErrorInvalidValue;
+    // 16-byte units for a piece whose counts, offsets and addresses all allow them
+    const int64_t scale = (int64_t)(16 / elem_size);
+    unsigned mask[2] = {0, 0};
+    int64_t most = 0;
+    for (int k = 0; k < b->n; k++) {
+        const movement_lookup_piece *p = &b->p[k];
+        bool vec = elem_size <= 16 && 16 % elem_size == 0 && b->width % scale == 0 && p->inner % scale == 0 &&
+                   p->col0 % scale == 0 && (!p->idx || p->row % scale == 0) &&
+                   (((uintptr_t)b->dst | (uintptr_t)p->src) & 15) == 0;
+        if (vec) mask[k / 32] |= 1u << (k % 32);
+        const int64_t units = b->outer * p->inner / (vec ? scale : 1);
+        most = units > most ? units : most;
+    }
+    const unsigned blocks = (unsigned)(most / 256 + 1 < 1024 ? most / 256 + 1 : 1024);
+    const dim3 grid(blocks, (unsigned)b->n);
+    switch (elem_size) {
+    case 1: lookup_concat_kernel<uint8_t><<<grid, 256, 0, stream>>>(*b, mask[0], mask[1]); break;
+    case 2: lookup_concat_kernel<uint16_t><<<grid, 256, 0, stream>>>(*b, mask[0], mask[1]); break;
+    case 4: lookup_concat_kernel<uint32_t><<<grid, 256, 0, stream>>>(*b, mask[0], mask[1]); break;
+    case 8: lookup_concat_kernel<uint64_t><<<grid, 256, 0, stream>>>(*b, mask[0], mask[1]); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t movement_launch_gather(void *dst, const void *src, const void *idx, bool idx_is_64,
                                               size_t elem_size, int64_t outer, int64_t axis_size, int64_t count,

@@ -185,6 +185,46 @@ static cinfer_status run_gather(cuda_exec *x, const graph_node *n, const tensor 
                                                     x->stream));
 }
 
+/* LookupConcat (internal; graph/fusion_lookup.c): every piece in one launch per MOVEMENT_LOOKUP_MAX of them. */
+static cinfer_status run_lookup_concat(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                       int num_out) {
+    (void)num_out;
+    lookup_part parts[GRAPH_MAX_NODE_IO];
+    int count = 0;
+    int64_t outer = 0, width = 0;
+    CINFER_TRY(movement_lookup_parts(n, in, num_in, &out[0], parts, &count, &outer, &width));
+    CINFER_TRY(check_copyable(n, &out[0]));
+    for (int k = 0; k < count; k++)
+        if (parts[k].lookup) CINFER_TRY(check_index_dtype(n, &in[parts[k].input + 1], "indices"));
+    if (tensor_numel(&out[0]) == 0) return CINFER_OK;
+    movement_lookup_batch b;
+    memset(&b, 0, sizeof b);
+    b.dst = out[0].data;
+    b.outer = outer;
+    b.width = width;
+    for (int k = 0; k < count; k++) {
+        const lookup_part *p = &parts[k];
+        if (p->inner == 0) continue;
+        movement_lookup_piece *q = &b.p[b.n++];
+        q->src = in[p->input].data;
+        q->idx = p->lookup ? in[p->input + 1].data : NULL;
+        q->idx_is_64 = p->lookup && in[p->input + 1].dtype == CINFER_DTYPE_INT64;
+        q->inner = p->inner;
+        q->col0 = p->col0;
+        q->row = p->row;
+        q->rows = p->rows;
+        if (b.n == MOVEMENT_LOOKUP_MAX || k == count - 1) {
+            CINFER_TRY(cuda_check_launch(n, "lookup concat",
+                                         movement_launch_lookup_concat(&b, cinfer_dtype_size(out[0].dtype), x->stream)));
+            b.n = 0;
+        }
+    }
+    if (b.n)
+        CINFER_TRY(cuda_check_launch(n, "lookup concat",
+                                     movement_launch_lookup_concat(&b, cinfer_dtype_size(out[0].dtype), x->stream)));
+    return CINFER_OK;
+}
+
 /* GatherElements / ScatterElements: where index position i points in data. */
 static void elements_args(movement_elements_args *a, const graph_node *n, const tensor *data, const tensor *idx) {
     memset(a, 0, sizeof *a);
@@ -534,6 +574,7 @@ const cuda_kernel cuda_movement_kernels[] = {
     {"Split", run_split},
     {"Slice", run_slice},
     {"Gather", run_gather},
+    {"LookupConcat", run_lookup_concat},
     {"GatherElements", run_gather_elements},
     {"GatherND", run_gather_nd},
     {"ScatterND", run_scatter_nd},
