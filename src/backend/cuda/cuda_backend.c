@@ -258,12 +258,6 @@ static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, s
     return CINFER_OK;
 }
 
-static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
-    cuda_backend_ctx *c = b->context;
-    if (!bytes) return CINFER_OK;
-    return cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->exec.stream),
-                      "device-to-device copy");
-}
 
 /* Whether the kernel of the batched copy may touch p: memory of this device (or host memory mapped into it) at
  * the same address. Anything else (pageable host memory, another GPU's) goes to the copy calls, which refuse a bad
@@ -277,16 +271,34 @@ static bool device_reads(int ordinal, const void *p) {
     return a.devicePointer == p && (a.type == cudaMemoryTypeHost || a.device == ordinal);
 }
 
+/* One device-to-device copy: through the batch kernel where both ends are device-accessible (an SM copy runs at
+ * the memory's bandwidth, where the copy engine's device-to-device copies of a 16 MiB image took longer), else
+ * cudaMemcpyAsync. */
+static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_backend_ctx *c = b->context;
+    if (!bytes) return CINFER_OK;
+    if (device_reads(c->dev->ordinal, src) && device_reads(c->dev->ordinal, dst)) {
+        movement_copy_batch batch;
+        batch.n = 1;
+        batch.dst[0] = dst;
+        batch.src[0] = src;
+        batch.bytes[0] = bytes;
+        return cuda_check(c->dev->ordinal, movement_launch_copy_batch(&batch, c->exec.stream), "device copy");
+    }
+    return cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->exec.stream),
+                      "device-to-device copy");
+}
+
 /* Small batches of small copies (a DLRM-style model's 27 inputs) run as one kernel: the copy engine takes a few
  * microseconds per copy however small (H200 trace: 28 copies, 23 us). Otherwise cudaMemcpyBatchAsync (its CUDA 13
  * form): the copies in stream order, one call. Where it is missing or refuses (an older toolkit or driver, a pointer
  * kind it will not take), one cudaMemcpyAsync each, which reports a real fault itself. */
-enum { KERNEL_COPY_MAX_BYTES = 4 << 20 }; /* per copy: larger ones keep the copy engine's bandwidth */
+enum { KERNEL_COPY_MAX_BYTES = 1 << 30 }; /* per copy */
 static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
                                                size_t n) {
     cuda_backend_ctx *c = b->context;
     if (!n) return CINFER_OK;
-    bool kernel = n >= 2 && n <= MOVEMENT_COPY_BATCH_MAX;
+    bool kernel = n <= MOVEMENT_COPY_BATCH_MAX;
     for (size_t i = 0; kernel && i < n; i++)
         kernel = bytes[i] <= KERNEL_COPY_MAX_BYTES && device_reads(c->dev->ordinal, src[i]) &&
                  device_reads(c->dev->ordinal, dst[i]);
