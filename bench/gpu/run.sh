@@ -31,8 +31,8 @@
 #             GPU 0 only, plus the engine alone at the formed batch size (bench/gpu/server_scale.py; SCALE_ARGS adds
 #             options; carry .deps/perf-analyzer.tar.xz too): the two-GPU scaling run and the server's H200 goal
 #   smoke     cinfer gpus, the CUDA pytest suite and the precision/fusion unit tests on cuda (the first minutes of tests)
-#   verify    smoke plus the PyTorch rows the last unmeasured changes should move (see the stage; then run
-#             "scale" with SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2)
+#   verify    smoke plus the PyTorch rows the latest changes moved (see the stage; "scale" with
+#             SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2 has still never run)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -93,16 +93,14 @@ for what in "${@:-tests}"; do
         ;;
     smoke) smoke ;;
     verify)
-        # what ran on no GPU yet, in one call (~4 min): the CUDA tests (the fused attention kernel's cases for
-        # unpaired mask loads and a wholly masked first key tile (2026-11-30 session 13); the unguarded legacy
-        # attention's NaN rows and the ElementwiseChain kernel (session 14)), then the BERT fp16 rows with the
-        # attention fusion's static shape checks and the load-time shape probes, and the image rows with the chain
-        # kernel (fp16: six kernels -> one, float in and out); then run "scale" with SCALE_ARGS="--gpu-wait block"
-        # on nvidia-h200-x2
+        # a quick check of the rows the latest changes moved (~4 min): the CUDA tests, then ResNet-50 fp16 (channels-last
+        # convolutions), the DLRM-style rows (LookupConcat, the SM input copies) and the image rows (device copies);
+        # the scale stage with SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2 has still never run
         smoke
         torch_python
         stage compare_verify timeout 420 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
-            --models bert,image --precisions fp16 --no-agreement --batches "bert:1,8,32,128;image:1"
+            --models resnet50,dlrm,image --precisions fp32,fp16 --no-agreement \
+            --batches "resnet50:1,32,256;dlrm:1,128;image:1"
         ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"
