@@ -160,8 +160,9 @@ cinfer_status graph_fuse_elementwise_chains(graph *g);
 cinfer_status graph_chain_absorb_casts(graph *g);
 /* Half-precision graphs for the CUDA backend (model.c, last): 2-D Convs with constant weights compute channels-last
  * ("cinfer_channels_last", graph/shape/conv_params.h), the layout carried through pools and elementwise ops, with
- * Transposes only where channels-first readers or model outputs need them (graph/layout.c). */
-cinfer_status graph_to_channels_last(graph *g);
+ * Transposes only where channels-first readers or model outputs need them (graph/layout.c). *changed: whether any
+ * node was rewritten. */
+cinfer_status graph_to_channels_last(graph *g, bool *changed);
 /* Marks the nodes no model output depends on as removed (graph_compact deletes them). */
 void graph_remove_dead_nodes(graph *g);
 /* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize

@@ -5,9 +5,9 @@
  * Here 2-D Convs with constant weights take the internal attribute "cinfer_channels_last" (graph/shape/
  * conv_params.h says what it means), their weights are reordered once to [M, kh, kw, C / group], and the layout
  * spreads forward through what does not care about it: the pools, elementwise ops whose other operands are
- * channels-last too or constants (reordered alike), casts and elementwise chains. A global pool (or a ReduceMean /
- * ReduceMax over both spatial axes, which becomes one) ends the region for free ([N, 1, 1, C] and [N, C, 1, 1] are
- * the same bytes). Everything else reads the channels-first value through one Transpose, as do model outputs; a
+ * channels-last too or constants (reordered alike), casts and elementwise chains. A global pool (or a ReduceMean
+ * over both spatial axes, which becomes one) ends the region for free ([N, 1, 1, C] and [N, C, 1, 1] are the same
+ * bytes). Everything else reads the channels-first value through one Transpose, as do model outputs; a
  * channels-first value entering a Conv goes through one Transpose the other way. Values keep their names for the
  * channels-first meaning; the channels-last twins are "<name>/nhwc". */
 #include <stdlib.h>
@@ -72,11 +72,17 @@ static bool global_pool_candidate(const graph_node *n) {
     return !n->domain[0] && (is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool"));
 }
 
-/* ReduceMean / ReduceMax over the two spatial axes of a rank-4 value, keeping them (how torch's dynamo exporter
- * writes adaptive average pooling to 1x1): the global pool of that kind. */
+/* ReduceMean over the two spatial axes of a rank-4 float value, keeping them (how torch's dynamo exporter writes
+ * adaptive average pooling to 1x1): GlobalAveragePool. Only where H and W are statically non-zero (over nothing,
+ * ReduceMean gives NaN where the pool gives 0); not ReduceMax, whose NaN rule the pool does not share. */
 static const char *reduce_as_global_pool(const graph *g, const graph_node *n) {
-    bool mean = is_op(n, "ReduceMean"), max = is_op(n, "ReduceMax");
-    if (n->domain[0] || !(mean || max) || graph_attr_int(n, "keepdims", 1) != 1 || n->num_outputs != 1) return NULL;
+    if (!is_op(n, "ReduceMean") || n->domain[0] || graph_attr_int(n, "keepdims", 1) != 1 || n->num_outputs != 1 ||
+        n->num_inputs < 1 || n->inputs[0] < 0)
+        return NULL;
+    const graph_value *x = &g->values[n->inputs[0]];
+    if (!(half_dtype(x->dtype) || x->dtype == CINFER_DTYPE_FLOAT || x->dtype == CINFER_DTYPE_DOUBLE) || x->ndim != 4 ||
+        x->dims[2] <= 0 || x->dims[3] <= 0)
+        return NULL;
     size_t count = 0;
     const int64_t *axes = graph_attr_ints(n, "axes", &count);
     if (n->num_inputs > 1 && n->inputs[1] >= 0) {
@@ -88,7 +94,7 @@ static const char *reduce_as_global_pool(const graph *g, const graph_node *n) {
     if (!axes || count != 2) return NULL;
     int64_t a = axes[0] < 0 ? axes[0] + 4 : axes[0], b = axes[1] < 0 ? axes[1] + 4 : axes[1];
     if (!((a == 2 && b == 3) || (a == 3 && b == 2))) return NULL;
-    return mean ? "GlobalAveragePool" : "GlobalMaxPool";
+    return "GlobalAveragePool";
 }
 
 /* Rewrites node n as the global pool `op` of its input 0 (attributes dropped; graph_bind_schemas rebinds it). */
@@ -268,7 +274,8 @@ static cinfer_status rewrite_node(graph *g, layout_state *s, int i) {
     return CINFER_OK;
 }
 
-cinfer_status graph_to_channels_last(graph *g) {
+cinfer_status graph_to_channels_last(graph *g, bool *changed_out) {
+    *changed_out = false;
     layout_state s = {0};
     cinfer_status st = grow(&s, g->num_values + 16)
                            ? CINFER_OK
@@ -293,6 +300,7 @@ cinfer_status graph_to_channels_last(graph *g) {
     free(s.last);
     free(s.constant);
     if (st != CINFER_OK || !changed) return st;
+    *changed_out = true;
     graph_recount_uses(g);
     graph_compact(g);
     CINFER_TRY(graph_sort(g));

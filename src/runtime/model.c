@@ -100,7 +100,8 @@ cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
 void cinfer_model_free(cinfer_model *model) {
     if (!model) return;
     graph_free(model->graph);
-    for (int i = 0; i < 4; i++) graph_free(model->half_graphs[i]);
+    for (int i = 0; i < 4; i++) /* slots 2, 3 may share the graph of 0, 1 */
+        if (i < 2 || model->half_graphs[i] != model->half_graphs[i - 2]) graph_free(model->half_graphs[i]);
     pthread_mutex_destroy(&model->precision_lock);
     free(model->op_counts);
     free(model);
@@ -172,26 +173,32 @@ static bool channels_last_wanted(void) {
     return !v || strcmp(v, "0") != 0;
 }
 
-/* Makes half_graphs[slot] under precision_lock: the converted copy, or (slots 2, 3) its channels-last copy. */
+/* Makes half_graphs[slot] under precision_lock: the converted copy of the model's graph, and for slots 2, 3 its
+ * channels-last form, made from a conversion of its own (so a model only CUDA sessions run keeps one half copy of its
+ * weights, not two). Where the layout pass finds nothing to change, slots 2/3 and 0/1 share one graph. */
 static cinfer_status make_half_graph(cinfer_model *m, cinfer_dtype compute, int slot) {
     if (m->half_graphs[slot]) return CINFER_OK;
-    graph *g = NULL;
-    cinfer_status st;
-    if (slot >= 2) {
-        st = make_half_graph(m, compute, slot - 2);
-        if (st == CINFER_OK) g = graph_clone(m->half_graphs[slot - 2]);
-        if (st == CINFER_OK && !g) st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for channels-last convolutions");
-        if (st == CINFER_OK) st = graph_to_channels_last(g);
-    } else {
-        g = graph_clone(m->graph);
-        st = g ? graph_fuse_attention(g)
-               : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
-        if (st == CINFER_OK) st = graph_convert_precision(g, compute);
-        if (st == CINFER_OK) st = graph_chain_absorb_casts(g);
+    const bool last = slot >= 2;
+    graph *g = graph_clone(m->graph);
+    cinfer_status st = g ? graph_fuse_attention(g)
+                         : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
+    if (st == CINFER_OK) st = graph_convert_precision(g, compute);
+    if (st == CINFER_OK) st = graph_chain_absorb_casts(g);
+    bool changed = false;
+    if (st == CINFER_OK && last) st = graph_to_channels_last(g, &changed);
+    if (st != CINFER_OK) {
+        graph_free(g);
+        return st;
     }
-    if (st == CINFER_OK) m->half_graphs[slot] = g;
-    else graph_free(g);
-    return st;
+    int first = last ? slot - 2 : slot + 2; /* the other layout's slot */
+    if (last && !changed && m->half_graphs[first]) { /* the same graph: share the one made before */
+        graph_free(g);
+        g = m->half_graphs[first];
+    } else if (last && !changed) {
+        m->half_graphs[first] = g;
+    }
+    m->half_graphs[slot] = g;
+    return CINFER_OK;
 }
 
 cinfer_status model_graph_for_precision(const cinfer_model *model, cinfer_dtype compute, bool cuda, const graph **out) {

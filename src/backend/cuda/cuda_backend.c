@@ -9,9 +9,11 @@
  * invalid address instead of running, which loses the context like a real kernel bug would.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* CUresult, CUdeviceptr: cuMemGetAddressRange through cudaGetDriverEntryPointByVersion */
 #include <nvtx3/nvToolsExt.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -259,25 +261,45 @@ static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, s
 }
 
 
-/* Whether the kernel of the batched copy may touch p: memory of this device (or host memory mapped into it) at
- * the same address. Anything else (pageable host memory, another GPU's) goes to the copy calls, which refuse a bad
- * pointer with an error where a kernel would fault the context. */
-static bool device_reads(int ordinal, const void *p) {
+/* The driver's cuMemGetAddressRange, looked up once through the runtime (no link against libcuda); NULL where the
+ * driver does not give it. */
+typedef CUresult (*address_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
+static address_range_fn address_range;
+static pthread_once_t address_range_once = PTHREAD_ONCE_INIT;
+static void find_address_range(void) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        address_range = (address_range_fn)fn;
+    (void)cudaGetLastError();
+}
+
+/* Whether the copy kernel may touch [p, p + bytes): memory of this device at the same address, the whole range
+ * inside one allocation. Anything else (pageable or mapped host memory, another GPU's, a range running past its
+ * allocation) goes to the copy calls, which refuse a bad range with an error where a kernel would fault the
+ * context or overrun a neighbouring allocation. */
+static bool device_reads(int ordinal, const void *p, size_t bytes) {
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         (void)cudaGetLastError();
         return false;
     }
-    return a.devicePointer == p && (a.type == cudaMemoryTypeHost || a.device == ordinal);
+    if (a.devicePointer != p || a.type != cudaMemoryTypeDevice || a.device != ordinal) return false;
+    pthread_once(&address_range_once, find_address_range);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!address_range || address_range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) return false;
+    return (uintptr_t)p >= base && bytes <= size - ((uintptr_t)p - base);
 }
 
-/* One device-to-device copy: through the batch kernel where both ends are device-accessible (an SM copy runs at
+/* One device-to-device copy: through the batch kernel where both ends pass device_reads (an SM copy runs at
  * the memory's bandwidth, where the copy engine's device-to-device copies of a 16 MiB image took longer), else
  * cudaMemcpyAsync. */
 static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
-    if (device_reads(c->dev->ordinal, src) && device_reads(c->dev->ordinal, dst)) {
+    if (device_reads(c->dev->ordinal, src, bytes) && device_reads(c->dev->ordinal, dst, bytes)) {
         movement_copy_batch batch;
         batch.n = 1;
         batch.dst[0] = dst;
@@ -300,8 +322,8 @@ static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, con
     if (!n) return CINFER_OK;
     bool kernel = n <= MOVEMENT_COPY_BATCH_MAX;
     for (size_t i = 0; kernel && i < n; i++)
-        kernel = bytes[i] <= KERNEL_COPY_MAX_BYTES && device_reads(c->dev->ordinal, src[i]) &&
-                 device_reads(c->dev->ordinal, dst[i]);
+        kernel = bytes[i] <= KERNEL_COPY_MAX_BYTES && device_reads(c->dev->ordinal, src[i], bytes[i]) &&
+                 device_reads(c->dev->ordinal, dst[i], bytes[i]);
     if (kernel) {
         movement_copy_batch batch;
         batch.n = (int)n;

@@ -25,8 +25,10 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/conv.h"
+#include "backend/cuda/kernels/movement.h"
 #include "core/status.h"
 #include "graph/shape/conv_params.h"
+#include "graph/shape/movement_params.h"
 
 static bool conv_dtype(cinfer_dtype t) {
     return t == CINFER_DTYPE_FLOAT || t == CINFER_DTYPE_DOUBLE || t == CINFER_DTYPE_FLOAT16 ||
@@ -221,6 +223,13 @@ static bool dnn_log_on(void) {
 static bool timing_wanted(void) {
     const char *v = getenv("CINFER_CUDNN_BENCHMARK");
     return !v || strcmp(v, "0") != 0;
+}
+
+/* CINFER_CONV_DIRECT=1 runs every Conv on the direct kernels, cuDNN left out: to check those paths (the ones a
+ * convolution cuDNN refuses takes) on any model. */
+static bool direct_only(void) {
+    const char *v = getenv("CINFER_CONV_DIRECT");
+    return v && strcmp(v, "1") == 0;
 }
 
 /* Times every forward algorithm on the node's buffers (Y is overwritten; the real call follows) and takes the
@@ -472,8 +481,8 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     key.nbdims = nsp == 3 ? 5 : 4;
     key.group = (int)group;
     key.channels_last = channels_last;
-    if (channels_last && pad_copy) /* graph/layout.c takes symmetric pads only */
-        return core_error(CINFER_ERR_UNSUPPORTED, "Conv node '%s': channels-last with asymmetric pads", n->name);
+    if ((channels_last && pad_copy) || direct_only()) /* graph/layout.c takes symmetric pads only */
+        return CINFER_OK;
     /* a large workspace where the memory allows (x->large_workspace_bytes), except when the padded copy
      * of X already holds the scratch buffer */
     size_t large = pad_copy ? 0 : x->large_workspace_bytes;
@@ -560,6 +569,39 @@ static cinfer_status conv_cudnn(cuda_exec *x, const graph_node *n, const tensor 
     return st;
 }
 
+/* A contiguous copy of t (channels-last dims d0..d3) with its axes permuted by perm, into dst. */
+static cinfer_status permute_4d(cuda_exec *x, const graph_node *n, void *dst, const void *src, const tensor *t,
+                                const int *perm) {
+    movement_view v;
+    movement_view_permute(4, t->dims, perm, &v);
+    return cuda_check_launch(n, "Conv layout copy",
+                             movement_launch_view_copy(dst, src, cinfer_dtype_size(t->dtype), &v, x->stream));
+}
+
+/* A channels-last Conv cuDNN takes no part in (a size beyond its int range, asymmetric pads, CINFER_CONV_DIRECT):
+ * X and W reordered channels-first into scratch, the direct kernel, Y reordered back, then the residual and Relu. */
+static cinfer_status conv_channels_last_direct(cuda_exec *x, const graph_node *n, const tensor *xt, const tensor *w,
+                                               tensor *y, const conv_geom *g, int64_t group, const void *bias,
+                                               const void *res, bool relu) {
+    static const int to_first[4] = {0, 3, 1, 2}, to_last[4] = {0, 2, 3, 1};
+    const size_t es = cinfer_dtype_size(xt->dtype);
+    const size_t xb = ((size_t)tensor_numel(xt) * es + 255) & ~(size_t)255, wb = ((size_t)tensor_numel(w) * es + 255) &
+                                                                             ~(size_t)255;
+    char *buf = cuda_scratch(x, xb + wb + (size_t)tensor_numel(y) * es);
+    if (!buf) return out_of_memory(n);
+    tensor yv; /* Y's channels-first dims [N, M, spatial] */
+    conv_channels_first_view(y, &yv);
+    const int64_t batch = xt->dims[0], c = xt->dims[3], m = y->dims[3];
+    CINFER_TRY(permute_4d(x, n, buf, xt->data, xt, to_first));
+    CINFER_TRY(permute_4d(x, n, buf + xb, w->data, w, to_first));
+    CINFER_TRY(cuda_check_launch(n, "Conv direct", conv_launch_direct(xt->dtype, buf, buf + xb, bias, buf + xb + wb, batch,
+                                                                      c, m, group, *g, relu && !res, x->stream)));
+    CINFER_TRY(permute_4d(x, n, y->data, buf + xb + wb, &yv, to_last));
+    if (!res) return CINFER_OK;
+    return cuda_check_launch(n, "Conv residual", conv_launch_bias_act_nhwc(xt->dtype, y->data, batch * g->out_size, m,
+                                                                           NULL, false, relu, res, x->stream));
+}
+
 static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                               int num_out) {
     (void)num_out;
@@ -602,11 +644,7 @@ static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *i
         return cuda_check_launch(n, "Conv bias/residual/Relu", BIAS_PASS(false));
     }
 #undef BIAS_PASS
-    if (last) /* the direct kernels are channels-first */
-        return core_error(CINFER_ERR_UNSUPPORTED,
-                          "Conv node '%s': cuDNN refused the channels-last convolution (X [%lld, %lld, ...], %s); "
-                          "CINFER_CHANNELS_LAST=0 runs it channels-first",
-                          n->name, (long long)batch, (long long)c, cinfer_dtype_name(xt->dtype));
+    if (last) return conv_channels_last_direct(x, n, &in[0], &in[1], &out[0], &g, group, bias, res, relu);
     CINFER_TRY(cuda_check_launch(n, "Conv direct", conv_launch_direct(xt->dtype, xt->data, w->data, bias, y->data, batch,
                                                                       c, m, group, g, relu && !res, x->stream)));
     if (!res) return CINFER_OK;
