@@ -64,10 +64,21 @@ def dockerfile(path):
     return DockerfileParser(fileobj=io.BytesIO(pathlib.Path(path).read_bytes()))
 
 
+def free_ports(count):
+    """`count` distinct free loopback ports: each socket stays bound until all are picked, as one closed at once can
+    be handed out again by the next bind (CI once got the same port for --http-port and --metrics-port)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 # ---- a model repository ----
@@ -128,7 +139,7 @@ class Server:
     def __init__(self, repo, args, env=None, log_dir=None):
         if not os.path.exists(SERVER):
             pytest.fail(f"cinfer-server not built at {SERVER} (CINFER_SERVER)")
-        self.http_port, self.metrics_port = free_port(), free_port()
+        self.http_port, self.metrics_port = free_ports(2)
         self.args = local_args(list(args), repo, self.http_port, self.metrics_port)
         for flag, default in (("--model-repository", str(repo)), ("--http-port", str(self.http_port)),
                               ("--metrics-port", str(self.metrics_port))):

@@ -117,10 +117,17 @@ def write_model(repo, name, versions, config=None):
     return d
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count):
+    """`count` distinct free loopback ports: each socket stays bound until all are picked, as one closed at once can
+    be handed out again by the next bind (CI once got the same port for --http-port and --metrics-port)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def server_env():
@@ -140,7 +147,7 @@ class Server:
 
     def __init__(self, repo, args=(), wait_ready=True):
         self.repo = repo
-        self.port, self.metrics_port = free_port(), free_port()
+        self.port, self.metrics_port = free_ports(2)
         self.url = f"127.0.0.1:{self.port}"
         self.log_path = pathlib.Path(repo).parent / f"server-{self.port}.log"
         self.log = open(self.log_path, "w")

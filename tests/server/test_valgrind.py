@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import SERVER, free_port, mlp_model, write_model
+from conftest import SERVER, free_ports, mlp_model, write_model
 
 SUPP = pathlib.Path(__file__).resolve().parent / "valgrind.supp"
 
@@ -37,7 +37,7 @@ def test_server_run_under_memcheck(tmp_path):
         pytest.skip("valgrind is not installed")
     repo = tmp_path / "models"
     write_model(repo, "mlp", {1: mlp_model()})
-    port, mport = free_port(), free_port()
+    port, mport = free_ports(2)
     log = tmp_path / "memcheck.log"
     cmd = ["valgrind", "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite,indirect",
            "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99", f"--suppressions={SUPP}",
