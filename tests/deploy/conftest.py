@@ -7,7 +7,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,9 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from free_ports import free_ports  # noqa: E402
+
 DEPLOY = ROOT / "deploy"
 DOCS = ROOT / "docs"
 SERVER = os.environ.get("CINFER_SERVER", str(ROOT / "build" / "cinfer-server"))
@@ -62,23 +64,6 @@ def dockerfile(path):
     import io
     from dockerfile_parse import DockerfileParser
     return DockerfileParser(fileobj=io.BytesIO(pathlib.Path(path).read_bytes()))
-
-
-def free_ports(count):
-    """`count` distinct free loopback ports: each socket stays bound until all are picked, as one closed at once can
-    be handed out again by the next bind (CI once got the same port for --http-port and --metrics-port)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port():
-    return free_ports(1)[0]
 
 
 # ---- a model repository ----

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import kit
-from conftest import DEPLOY, Server, fake_nvml, free_port, infer, load_yaml, tool, write_repository
+from conftest import DEPLOY, Server, fake_nvml, free_ports, infer, load_yaml, tool, write_repository
 
 GPU0 = "GPU-11111111-2222-3333-4444-555555555555"  # the fake NVML's GPU 0: 37% busy, 41 °C
 GPU1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"  # GPU 1: MIG mode, thermally throttled
@@ -33,7 +33,7 @@ class Prometheus:
         cfg.pop("alerting", None)  # no Alertmanager here
         shutil.copy(DEPLOY / "prometheus" / "alerts.yml", workdir / "alerts.yml")
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-        self.port = free_port()
+        self.port = free_ports(1)[0]
         self.log = open(workdir / "prometheus.log", "w")
         self.proc = subprocess.Popen(
             [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",

@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from free_ports import free_ports  # noqa: E402
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 import builders  # noqa: E402
 
@@ -115,19 +116,6 @@ def write_model(repo, name, versions, config=None):
         else:
             onnx.save(m, str(path))
     return d
-
-
-def free_ports(count):
-    """`count` distinct free loopback ports: each socket stays bound until all are picked, as one closed at once can
-    be handed out again by the next bind (CI once got the same port for --http-port and --metrics-port)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def server_env():

@@ -293,47 +293,47 @@ static bool device_reads(int ordinal, const void *p, size_t bytes) {
     return (uintptr_t)p >= base && bytes <= size - ((uintptr_t)p - base);
 }
 
-/* One device-to-device copy: through the batch kernel where both ends pass device_reads (an SM copy runs at
- * the memory's bandwidth, where the copy engine's device-to-device copies of a 16 MiB image took longer), else
- * cudaMemcpyAsync. */
+/* The copies as one launch of the SM copy kernel (an SM copy runs at the memory's bandwidth, where the copy engine
+ * takes a few microseconds per copy however small: H200 trace, a DLRM-style model's 28 copies, 23 us), when there
+ * are at most MOVEMENT_COPY_BATCH_MAX of them and every range passes device_reads; *launched says whether it took
+ * them. */
+static cinfer_status kernel_copies(cuda_backend_ctx *c, void *const *dst, const void *const *src, const size_t *bytes,
+                                   size_t n, bool *launched) {
+    *launched = n > 0 && n <= MOVEMENT_COPY_BATCH_MAX;
+    for (size_t i = 0; *launched && i < n; i++)
+        *launched = device_reads(c->dev->ordinal, src[i], bytes[i]) && device_reads(c->dev->ordinal, dst[i], bytes[i]);
+    if (!*launched) return CINFER_OK;
+    movement_copy_batch batch;
+    batch.n = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        batch.dst[i] = dst[i];
+        batch.src[i] = src[i];
+        batch.bytes[i] = bytes[i];
+    }
+    return cuda_check(c->dev->ordinal, movement_launch_copy_batch(&batch, c->exec.stream), "device copy");
+}
+
+/* One device-to-device copy: kernel_copies, else cudaMemcpyAsync. */
 static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
-    if (device_reads(c->dev->ordinal, src, bytes) && device_reads(c->dev->ordinal, dst, bytes)) {
-        movement_copy_batch batch;
-        batch.n = 1;
-        batch.dst[0] = dst;
-        batch.src[0] = src;
-        batch.bytes[0] = bytes;
-        return cuda_check(c->dev->ordinal, movement_launch_copy_batch(&batch, c->exec.stream), "device copy");
-    }
+    bool launched;
+    CINFER_TRY(kernel_copies(c, &dst, &src, &bytes, 1, &launched));
+    if (launched) return CINFER_OK;
     return cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->exec.stream),
                       "device-to-device copy");
 }
 
-/* Small batches of small copies (a DLRM-style model's 27 inputs) run as one kernel: the copy engine takes a few
- * microseconds per copy however small (H200 trace: 28 copies, 23 us). Otherwise cudaMemcpyBatchAsync (its CUDA 13
- * form): the copies in stream order, one call. Where it is missing or refuses (an older toolkit or driver, a pointer
- * kind it will not take), one cudaMemcpyAsync each, which reports a real fault itself. */
-enum { KERNEL_COPY_MAX_BYTES = 1 << 30 }; /* per copy */
+/* Device-to-device copies in stream order: kernel_copies; otherwise cudaMemcpyBatchAsync (its CUDA 13 form), one
+ * call; where it is missing or refuses (an older toolkit or driver, a pointer kind it will not take), one
+ * cudaMemcpyAsync each, which reports a real fault itself. */
 static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
                                                size_t n) {
     cuda_backend_ctx *c = b->context;
     if (!n) return CINFER_OK;
-    bool kernel = n <= MOVEMENT_COPY_BATCH_MAX;
-    for (size_t i = 0; kernel && i < n; i++)
-        kernel = bytes[i] <= KERNEL_COPY_MAX_BYTES && device_reads(c->dev->ordinal, src[i], bytes[i]) &&
-                 device_reads(c->dev->ordinal, dst[i], bytes[i]);
-    if (kernel) {
-        movement_copy_batch batch;
-        batch.n = (int)n;
-        for (size_t i = 0; i < n; i++) {
-            batch.dst[i] = dst[i];
-            batch.src[i] = src[i];
-            batch.bytes[i] = bytes[i];
-        }
-        return cuda_check(c->dev->ordinal, movement_launch_copy_batch(&batch, c->exec.stream), "batched device copy");
-    }
+    bool launched;
+    CINFER_TRY(kernel_copies(c, dst, src, bytes, n, &launched));
+    if (launched) return CINFER_OK;
 #if CUDART_VERSION >= 13000
     struct cudaMemcpyAttributes attr;
     memset(&attr, 0, sizeof attr);
@@ -343,7 +343,11 @@ static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, con
         return CINFER_OK;
     (void)cudaGetLastError(); /* a refusal is not a fault: the per-copy path follows */
 #endif
-    for (size_t i = 0; i < n; i++) CINFER_TRY(cuda_copy_on_device(b, dst[i], src[i], bytes[i]));
+    for (size_t i = 0; i < n; i++) /* kernel_copies refused them: straight to the copy calls */
+        if (bytes[i])
+            CINFER_TRY(cuda_check(c->dev->ordinal,
+                                  cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyDeviceToDevice, c->exec.stream),
+                                  "device-to-device copy"));
     return CINFER_OK;
 }
 

@@ -63,11 +63,13 @@ __global__ void shift_kernel(const T *src, T *dst, int64_t total, conv_shift sh,
     }
 }
 
-template <typename T>
-__global__ void bias_act_kernel(T *y, int64_t total, int64_t channels, int64_t size, const T *bias, bool fill,
-                                bool relu, const T *residual) {
+// I: the index type (32-bit where the tensor allows: 64-bit division is slow on the GPU). Channels-last Convs call it
+// with size 1, one "plane" per element.
+template <typename T, typename I>
+__global__ void bias_act_kernel(T *y, I total, I channels, I size, const T *bias, bool fill, bool relu,
+                                const T *residual) {
     using A = typename cmp<T>::type;
-    CUDA_GRID_STRIDE(i, total) {
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += (I)(blockDim.x * gridDim.x)) {
         A v = fill ? (A)0 : ld(y[i]);
         if (bias) v += ld(bias[(i / size) % channels]);
         if (residual) v += ld(residual[i]);
@@ -265,22 +267,26 @@ __device__ __forceinline__ double global_finish(double sum, int kind, int64_t p,
     return p == 1 ? sum : pow(sum, 1.0 / (double)p);
 }
 
-// Small planes: one thread per plane.
+// Small planes: one thread per plane. channels_last > 0: x is [N, size, channels_last] and plane pl = (n, c), so the
+// threads of a warp read consecutive channels of one position together (graph/layout.c's global pools).
 template <typename T>
-__global__ void global_pool_thread(const T *x, T *y, int64_t planes, int64_t size, int kind, int64_t p) {
+__global__ void global_pool_thread(const T *x, T *y, int64_t planes, int64_t size, int kind, int64_t p,
+                                   int64_t channels_last) {
     using A = typename cmp<T>::type;
+    const int64_t step = channels_last > 0 ? channels_last : 1;
     CUDA_GRID_STRIDE(pl, planes) {
-        const T *src = x + pl * size;
+        const T *src = channels_last > 0 ? x + (pl / channels_last) * size * channels_last + pl % channels_last
+                                         : x + pl * size;
         if (kind == CONV_POOL_MAX) {
             A mx = size > 0 ? ld(src[0]) : (A)0;
             for (int64_t i = 1; i < size; i++) {
-                const A v = ld(src[i]);
+                const A v = ld(src[i * step]);
                 mx = v > mx ? v : mx;
             }
             y[pl] = st<T>(mx);
         } else {
             double sum = 0.0;
-            for (int64_t i = 0; i < size; i++) sum += global_term((double)ld(src[i]), kind, p);
+            for (int64_t i = 0; i < size; i++) sum += global_term((double)ld(src[i * step]), kind, p);
             y[pl] = st<T>((A)global_finish(sum, kind, p, size));
         }
     }
@@ -370,44 +376,6 @@ __global__ void pool_nhwc_kernel(const T *x, T *y, I total, I groups, conv_geom 
         for (int e = 0; e < V; e++)
             out.v[e] = st<T>(kind == CONV_POOL_MAX ? acc_v[e] : cnt > 0 ? acc_v[e] / (A)cnt : (A)0);
         *reinterpret_cast<W *>(y + (size_t)i * V) = out;
-    }
-}
-
-// The bias + residual + Relu pass of a channels-last Conv (y [rows, channels]): bias[i % channels].
-template <typename T, typename I>
-__global__ void bias_act_nhwc_kernel(T *y, I total, I channels, const T *bias, bool fill, bool relu,
-                                     const T *residual) {
-    using A = typename cmp<T>::type;
-    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += (I)(blockDim.x * gridDim.x)) {
-        A v = fill ? (A)0 : ld(y[i]);
-        if (bias) v += ld(bias[i % channels]);
-        if (residual) v += ld(residual[i]);
-        if (relu) v = v > (A)0 ? v : (A)0;
-        y[i] = st<T>(v);
-    }
-}
-
-// Channels-last global pools: y[n, c] over the `size` positions of x[n, :, c]; one thread per (n, c), so the
-// threads of a warp read consecutive channels of one position together.
-template <typename T>
-__global__ void global_pool_nhwc_kernel(const T *x, T *y, int64_t batch, int64_t channels, int64_t size, int kind,
-                                        int64_t p) {
-    using A = typename cmp<T>::type;
-    CUDA_GRID_STRIDE(i, batch * channels) {
-        const int64_t ch = i % channels, n = i / channels;
-        const T *src = x + n * size * channels + ch;
-        if (kind == CONV_POOL_MAX) {
-            A mx = size > 0 ? ld(src[0]) : (A)0;
-            for (int64_t s = 1; s < size; s++) {
-                const A v = ld(src[s * channels]);
-                mx = v > mx ? v : mx;
-            }
-            y[i] = st<T>(mx);
-        } else {
-            double sum = 0.0;
-            for (int64_t s = 0; s < size; s++) sum += global_term((double)ld(src[s * channels]), kind, p);
-            y[i] = st<T>((A)global_finish(sum, kind, p, size));
-        }
     }
 }
 
@@ -530,9 +498,13 @@ void launch_bias_act(void *y, int64_t total, int64_t channels, int64_t size, con
         bias_act_planes<T><<<planes_grid(total / size, size), kBlock, 0, stream>>>((T *)y, total / size, channels, size,
                                                                                     (const T *)bias, fill, relu,
                                                                                     (const T *)residual);
+    else if (total <= INT32_MAX)
+        bias_act_kernel<T, uint32_t><<<grid_for(total), kBlock, 0, stream>>>(
+            (T *)y, (uint32_t)total, (uint32_t)channels, (uint32_t)size, (const T *)bias, fill, relu, (const T *)residual);
     else
-        bias_act_kernel<T><<<grid_for(total), kBlock, 0, stream>>>((T *)y, total, channels, size, (const T *)bias,
-                                                                    fill, relu, (const T *)residual);
+        bias_act_kernel<T, int64_t><<<grid_for(total), kBlock, 0, stream>>>((T *)y, total, channels, size,
+                                                                             (const T *)bias, fill, relu,
+                                                                             (const T *)residual);
 }
 
 template <typename T>
@@ -568,7 +540,7 @@ template <typename T>
 void launch_global_pool(int kind, const void *x, void *y, int64_t planes, int64_t size, int64_t p,
                         cudaStream_t stream) {
     if (size <= kGlobalThreadMax) {
-        global_pool_thread<T><<<grid_for(planes), kBlock, 0, stream>>>((const T *)x, (T *)y, planes, size, kind, p);
+        global_pool_thread<T><<<grid_for(planes), kBlock, 0, stream>>>((const T *)x, (T *)y, planes, size, kind, p, 0);
     } else {
         const unsigned blocks = (unsigned)(planes < 65535LL * 8 ? planes : 65535LL * 8);
         global_pool_block<T><<<blocks, kBlock, 0, stream>>>((const T *)x, (T *)y, planes, size, kind, p);
@@ -672,17 +644,6 @@ void launch_pool_nhwc_any(int kind, const void *x, void *y, int64_t batch, int64
     else launch_pool_nhwc<T, 1>(kind, x, y, batch, channels, g, include_pad, stream);
 }
 
-template <typename T>
-void launch_bias_act_nhwc(void *y, int64_t total, int64_t channels, const void *bias, bool fill, bool relu,
-                          const void *residual, cudaStream_t stream) {
-    if (total <= INT32_MAX)
-        bias_act_nhwc_kernel<T, uint32_t><<<grid_for(total), kBlock, 0, stream>>>(
-            (T *)y, (uint32_t)total, (uint32_t)channels, (const T *)bias, fill, relu, (const T *)residual);
-    else
-        bias_act_nhwc_kernel<T, int64_t><<<grid_for(total), kBlock, 0, stream>>>((T *)y, total, channels, (const T *)bias,
-                                                                                  fill, relu, (const T *)residual);
-}
-
 extern "C" cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
                                              int64_t channels, conv_geom g, bool include_pad, cudaStream_t stream) {
     if (batch * g.out[0] * g.out[1] * g.out[2] * channels == 0) return cudaSuccess;
@@ -692,22 +653,13 @@ extern "C" cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t conv_launch_bias_act_nhwc(cinfer_dtype dtype, void *y, int64_t rows, int64_t channels,
-                                                 const void *bias, bool fill, bool relu, const void *residual,
-                                                 cudaStream_t stream) {
-    if (rows * channels == 0) return cudaSuccess;
-    CONV_DISPATCH(dtype, T, launch_bias_act_nhwc<T>(y, rows * channels, channels, bias, fill, relu, residual, stream),
-                  return cudaErrorInvalidValue)
-    return cudaGetLastError();
-}
-
 extern "C" cudaError_t conv_launch_global_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y,
                                                     int64_t batch, int64_t channels, int64_t size, int64_t p,
                                                     cudaStream_t stream) {
     if (batch * channels == 0) return cudaSuccess;
     CONV_DISPATCH(dtype, T,
-                  (global_pool_nhwc_kernel<T><<<grid_for(batch * channels), kBlock, 0, stream>>>(
-                      (const T *)x, (T *)y, batch, channels, size, kind, p)),
+                  (global_pool_thread<T><<<grid_for(batch * channels), kBlock, 0, stream>>>(
+                      (const T *)x, (T *)y, batch * channels, size, kind, p, channels)),
                   return cudaErrorInvalidValue)
     return cudaGetLastError();
 }

@@ -27,7 +27,8 @@ cudaError_t conv_launch_shift(cinfer_dtype dtype, const void *src, void *dst, in
                               const void *bias, int64_t channels, cudaStream_t stream);
 
 /* y[p, i] = (fill ? 0 : y[p, i]) + bias[p % channels] (bias may be NULL) + residual[p, i] (may be NULL: the fused
- * residual Add of "cinfer_fused_add"), then max(0, .) when relu. */
+ * residual Add of "cinfer_fused_add"), then max(0, .) when relu. A channels-last Y [rows, channels] is `rows *
+ * channels` planes of size 1. */
 cudaError_t conv_launch_bias_act(cinfer_dtype dtype, void *y, int64_t planes, int64_t channels, int64_t plane_size,
                                  const void *bias, bool fill, bool relu, const void *residual, cudaStream_t stream);
 
@@ -59,10 +60,6 @@ cudaError_t conv_launch_global_pool(cinfer_dtype dtype, int kind, const void *x,
  * under conv_launch_pool's window rules. */
 cudaError_t conv_launch_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,
                                   int64_t channels, conv_geom g, bool include_pad, cudaStream_t stream);
-
-/* The bias + residual + Relu pass of a channels-last Conv: y [rows, channels] as conv_launch_bias_act's. */
-cudaError_t conv_launch_bias_act_nhwc(cinfer_dtype dtype, void *y, int64_t rows, int64_t channels, const void *bias,
-                                      bool fill, bool relu, const void *residual, cudaStream_t stream);
 
 /* Channels-last global pools: y[n, c] = max / mean / Lp norm of x[n, s, c] over the `size` positions s. */
 cudaError_t conv_launch_global_pool_nhwc(cinfer_dtype dtype, int kind, const void *x, void *y, int64_t batch,

@@ -598,8 +598,8 @@ static cinfer_status conv_channels_last_direct(cuda_exec *x, const graph_node *n
                                                                       c, m, group, *g, relu && !res, x->stream)));
     CINFER_TRY(permute_4d(x, n, y->data, buf + xb + wb, &yv, to_last));
     if (!res) return CINFER_OK;
-    return cuda_check_launch(n, "Conv residual", conv_launch_bias_act_nhwc(xt->dtype, y->data, batch * g->out_size, m,
-                                                                           NULL, false, relu, res, x->stream));
+    return cuda_check_launch(n, "Conv residual", conv_launch_bias_act(xt->dtype, y->data, batch * g->out_size * m, m,
+                                                                      1, NULL, false, relu, res, x->stream));
 }
 
 static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -631,10 +631,10 @@ static cinfer_status run_conv(cuda_exec *x, const graph_node *n, const tensor *i
     const int64_t out_size = g.out_size;
     if (batch * m * out_size == 0) return CINFER_OK;
     const void *bias = b ? b->data : NULL;
-    /* the bias + Relu pass: planes of one channel each, or channels-last rows of all channels */
-#define BIAS_PASS(fill)                                                                                            \
-    (last ? conv_launch_bias_act_nhwc(xt->dtype, y->data, batch * out_size, m, bias, fill, relu, res, x->stream)    \
-          : conv_launch_bias_act(xt->dtype, y->data, batch * m, m, out_size, bias, fill, relu, res, x->stream))
+    /* the bias + Relu pass: planes of one channel each, or channels-last one element per plane */
+    const int64_t planes = last ? batch * m * out_size : batch * m, plane_size = last ? 1 : out_size;
+#define BIAS_PASS(fill) \
+    conv_launch_bias_act(xt->dtype, y->data, planes, m, plane_size, bias, fill, relu, res, x->stream)
     if (c == 0 || g.in_size == 0) /* no input taps: Y is the bias */
         return cuda_check_launch(n, "Conv bias fill", BIAS_PASS(true));
     bool done = false, epilogue_done = false;
