@@ -1,13 +1,16 @@
 // Fused attention for float16/bfloat16: Y = softmax(scale * Q.K^T + mask).V without the score tensor in memory.
 //
-// One block of 4 warps takes 64 queries of one (batch, head); each warp owns 16 of them. The block walks the keys in
-// tiles of 64 (K and V copied to shared memory with cp.async, one tile ahead, double-buffered). Each warp keeps its
-// scores, probabilities and output in registers, in the fragment layouts of the tensor cores' m16n8k16 mma.sync
-// (operands loaded with ldmatrix): S = Q.K^T, then scale, mask and an online softmax in float32 (row maxima and
-// sums shared by the 4 threads of a row group), then O += P.V with P passed on in registers as the A operand. The
-// mask, the fully masked rule (zeros) and NaN rows follow the Attention reference (backend/cpu/attention_sdpa.c);
-// what differs is rounding and range: the scores and probabilities stay float32 where the reference rounds them to
-// T (so a score past T's range stays finite here, where the reference's would be inf).
+// A work item is 16 W queries of one (batch, head), W warps (4, or 8 past 64 queries, so K and V are read once for
+// 128 queries), each warp owning 16 queries. The grid is what fits on the GPU at once; each block walks its items as
+// one stream of 64-key tiles: Q, K and V (and a staged mask) go to shared memory with cp.async, the next tile (the
+// next item's Q with it) during this one, double-buffered. A 1- or 2-byte mask, or one the same for every query, is
+// staged too, so its elements cost no global load per score. Each warp keeps its scores, probabilities and output
+// in registers, in the fragment layouts of the tensor cores' m16n8k16 mma.sync (operands loaded with ldmatrix):
+// S = Q.K^T, then scale, mask and an online softmax in float32 (row maxima and sums shared by the 4 threads of a row
+// group), then O += P.V with P passed on in registers as the A operand. The mask, the fully masked rule (zeros) and
+// NaN rows follow the Attention reference (backend/cpu/attention_sdpa.c); what differs is rounding and range: the
+// scores and probabilities stay float32 where the reference rounds them to T (so a score past T's range stays
+// finite here, where the reference's would be inf).
 #include <math.h>
 #include <stdint.h>
 
@@ -20,17 +23,27 @@ using namespace cinfer_cuda;
 
 namespace {
 
-constexpr int kQueries = 64;  // queries per block
-constexpr int kKeys = 64;     // keys per tile
-constexpr int kWarps = 4;     // each owns kQueries / kWarps = 16 query rows
-constexpr int kRows = 16;
+constexpr int kKeys = 64;   // keys per tile
+constexpr int kRows = 16;   // query rows per warp
 
-// Shared memory: the Q, K and V tiles, rows padded by 16 bytes so the 8 row addresses of an ldmatrix fall in
-// distinct banks.
-template <int D> struct flash_layout {
+// How the mask reaches the scores: loaded from global memory per score pair (MASK_LOADED), or copied to shared
+// memory with the K/V tile, one row when it is the same for every query (MASK_ROW), a row per query otherwise
+// (MASK_ROWS; 1- and 2-byte masks, which keep the block count per SM).
+enum { MASK_LOADED = 0, MASK_ROW = 1, MASK_ROWS = 2 };
+
+// Shared memory: the Q tile (16 W rows) twice (the next item's loads during this one), K and V twice (the next tile loads during this one), rows padded by 16
+// bytes so the 8 row addresses of an ldmatrix fall in distinct banks; then two staged mask tiles (rows of 64
+// elements of MB bytes, padded by 16 bytes so the 8 rows a warp reads at once fall in distinct banks).
+template <int D, int W, int MB, int STAGE> struct flash_layout {
     static constexpr int ld = D + 8;
+    static constexpr int queries = kRows * W;
+    static constexpr size_t q_bytes = (size_t)queries * ld * 2;
     static constexpr size_t tile_bytes = (size_t)kKeys * ld * 2;
-    static constexpr size_t bytes = 5 * tile_bytes;  // Q, and K and V twice (the next tile loads during this one)
+    static constexpr size_t mask_at = 2 * q_bytes + 4 * tile_bytes;
+    static constexpr int mask_pitch = kKeys * MB + 16;
+    static constexpr int mask_rows = STAGE == MASK_ROWS ? queries : STAGE == MASK_ROW ? 1 : 0;
+    static constexpr size_t mask_tile = (size_t)mask_rows * mask_pitch;
+    static constexpr size_t bytes = mask_at + 2 * mask_tile;
 };
 
 // 16 bytes global -> shared without passing through registers; src_bytes 0 fills zeros (rows past the end)
@@ -115,85 +128,132 @@ __device__ __forceinline__ void mask_bias2(const M *row, int64_t j, int64_t mlen
     }
 }
 
-// rows x D elements of T from src (row stride ld elements) into shared dst (stride D + 8), 16 bytes at a time; rows
-// from `valid` on are zeros.
-template <typename T, int D>
-__device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t ld, int rows, int valid) {
-    constexpr int chunks = D / 8;  // 8 elements of 2 bytes = 16 bytes
-    for (int c = threadIdx.x; c < rows * chunks; c += blockDim.x) {
-        int r = c / chunks, col = (c % chunks) * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r < valid) v = *reinterpret_cast<const uint4 *>(src + (int64_t)r * ld + col);
-        *reinterpret_cast<uint4 *>(dst + r * flash_layout<D>::ld + col) = v;
-    }
+// A work item: 16 W queries of one (batch, head); items are numbered (batch, head, query block), query blocks fastest.
+// (attn_flash_fits keeps the item count, and so every index here, within int.)
+struct flash_item {
+    int b, h, q0;
+};
+__device__ __forceinline__ flash_item item_at(int item, int q_blocks, int qh, int queries) {
+    const int bh = item / q_blocks;
+    return {bh / qh, bh % qh, (item - bh * q_blocks) * queries};
 }
 
 // Fragment coordinates (PTX m16n8k16): lane = 4 * g + t; an accumulator tile [16 x 8] holds c0, c1 at row g,
 // columns 2t and 2t + 1, and c2, c3 at row g + 8, the same columns. M: the mask's element type, or no_mask.
-template <typename T, int D, typename M>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2) flash_attention(attn_flash_args a) {
-    constexpr int LD = flash_layout<D>::ld;
+// STAGE: how the mask is read (MASK_LOADED, MASK_ROW, MASK_ROWS).
+// Each block walks its items (blockIdx.x, + gridDim.x, ...) as one stream of key tiles: the next tile's copies,
+// the next item's Q among them, are issued before this tile's products, so a block never waits for an item's first
+// loads with nothing to do (a sequence of 128 keys is just two tiles: those waits had bounded the kernel).
+template <typename T, int D, int W, typename M, int STAGE>
+__global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attention(attn_flash_args a) {
+    constexpr bool masked = !std::is_same<M, no_mask>::value;
+    using MT = typename std::conditional<masked, M, float>::type;
+    using L = flash_layout<D, W, (int)sizeof(MT), STAGE>;
+    constexpr int LD = L::ld, kQueries = L::queries, kThreads = W * 32;
     constexpr int kChunks = D / 8;  // 16-byte chunks per row
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sq = reinterpret_cast<T *>(smem);
-    // K tile of buffer i at sq + (kQueries + 2 i kKeys) LD, its V tile right after
+    T *sq = reinterpret_cast<T *>(smem);  // Q tile of item parity p at sq + p kQueries LD
+    // K tile of buffer i at sq + (2 kQueries + 2 i kKeys) LD, its V tile right after
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
 
-    const int64_t b = blockIdx.z, h = blockIdx.y, q0 = (int64_t)blockIdx.x * kQueries;
-    const int64_t kh = h / (a.qh / a.kvh);
-    const T *qp = static_cast<const T *>(a.q) + b * a.q_sb + h * a.q_sh + q0 * a.q_ss;
-    const T *kp = static_cast<const T *>(a.k) + b * a.kv_sb + kh * a.kv_sh;
-    const T *vp = static_cast<const T *>(a.v) + b * a.kv_sb + kh * a.kv_sh;
+    const int q_blocks = (int)((a.sq + kQueries - 1) / kQueries), items = (int)(a.batch * a.qh * q_blocks);
+    const int tiles = (int)((a.skv + kKeys - 1) / kKeys), group = (int)(a.qh / a.kvh);
+    // element (row rr of the staged rows, key column col) of buffer buf's mask tile
+    auto staged_mask = [&](int buf, int rr) {
+        return reinterpret_cast<const MT *>(smem + L::mask_at + buf * L::mask_tile + rr * L::mask_pitch);
+    };
+    auto mask_of = [&](const flash_item &w) {
+        return masked ? static_cast<const MT *>(a.mask) + w.b * a.ms_b + w.h * a.ms_h : nullptr;
+    };
 
-    // K and V tiles go to shared memory asynchronously, one tile ahead of the one being worked on
-    auto fetch = [&](int64_t k0, int buf) {
+    // The copies of key tile k0 of an item into buffer buf (with the item's Q into Q buffer qbuf when k0 is 0) as
+    // one cp.async group: K, V and a staged mask's elements; rows past the end zero-fill.
+    auto issue = [&](int item, int64_t k0, int buf, int qbuf) {
+        const flash_item w = item_at(item, q_blocks, (int)a.qh, kQueries);
+        if (k0 == 0) {
+            const T *qp = static_cast<const T *>(a.q) + w.b * a.q_sb + w.h * a.q_sh + w.q0 * a.q_ss;
+            const int valid = (int)min((int64_t)kQueries, a.sq - w.q0);
+            for (int c = threadIdx.x; c < kQueries * kChunks; c += kThreads) {
+                const int r = c / kChunks, col = (c % kChunks) * 8;
+                cp_async16(sq + (qbuf * kQueries + r) * LD + col, qp + (int64_t)(r < valid ? r : 0) * a.q_ss + col,
+                           r < valid ? 16 : 0);
+            }
+        }
+        const int kh = w.h / group;
+        const T *kp = static_cast<const T *>(a.k) + w.b * a.kv_sb + kh * a.kv_sh;
+        const T *vp = static_cast<const T *>(a.v) + w.b * a.kv_sb + kh * a.kv_sh;
         const int valid = (int)min((int64_t)kKeys, a.skv - k0);
-        for (int c = threadIdx.x; c < kKeys * kChunks; c += kWarps * 32) {
+        for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
             const int r = c / kChunks, col = (c % kChunks) * 8;
             const int64_t at = (k0 + (r < valid ? r : 0)) * a.kv_ss + col;  // a readable address even when zero-filled
-            T *tile = sq + (kQueries + 2 * buf * kKeys) * LD + r * LD + col;
+            T *tile = sq + (2 * kQueries + 2 * buf * kKeys) * LD + r * LD + col;
             cp_async16(tile, kp + at, r < valid ? 16 : 0);
             cp_async16(tile + kKeys * LD, vp + at, r < valid ? 16 : 0);
         }
+        if constexpr (STAGE != MASK_LOADED) {
+            // elements past mlen, and rows past the queries, zero-fill here; the reads below mask them by index
+            const MT *mask_base = mask_of(w);
+            constexpr int per_chunk = 16 / (int)sizeof(MT), row_chunks = kKeys / per_chunk;
+            for (int c = threadIdx.x; c < L::mask_rows * row_chunks; c += kThreads) {
+                const int rr = c / row_chunks, e = (c % row_chunks) * per_chunk;
+                const int64_t e0 = k0 + e, left = a.mlen - e0;
+                int bytes = left <= 0 ? 0 : left >= per_chunk ? 16 : (int)left * (int)sizeof(MT);
+                if (STAGE == MASK_ROWS && w.q0 + rr >= a.sq) bytes = 0;
+                const MT *src = bytes ? mask_base + (STAGE == MASK_ROWS ? (w.q0 + rr) * a.ms_q : 0) + e0 : mask_base;
+                cp_async16((void *)(staged_mask(buf, rr) + e), src, bytes);
+            }
+        }
         cp_async_commit();
     };
-    fetch(0, 0);
-    load_tile<T, D>(sq, qp, a.q_ss, kQueries, (int)min((int64_t)kQueries, a.sq - q0));
-    __syncthreads();
 
-    // this warp's Q rows as A fragments, one per 16 columns of the head
+    int item = (int)blockIdx.x, tile = 0;
+    if (item >= items) return;
+    int buf = 0, qbuf = 0;
+    issue(item, 0, 0, 0);
+
+    // this warp's Q rows as A fragments, one per 16 columns of the head (loaded at an item's first tile)
     unsigned qf[D / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        ldmatrix_x4(qf[kk], sq + (warp * kRows + (lane & 7) + 8 * ((lane >> 3) & 1)) * LD + kk * 16 + 8 * (lane >> 4));
-
     // rows g and g + 8 of the warp: running max, partial sum (this thread's columns; summed over the row group at
     // the end; NaN once a score was NaN), whether a mask value was not -inf
-    const int64_t row0 = q0 + warp * kRows + g, rows[2] = {row0, row0 + 8};
-    float run_max[2] = {-INFINITY, -INFINITY}, run_sum[2] = {0.0f, 0.0f};
-    bool open[2] = {false, false};
+    float run_max[2], run_sum[2];
+    bool open[2];
     float o[D / 8][4];
-#pragma unroll
-    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    flash_item w{};
+    int row0 = 0;  // the rows are row0 and row0 + 8
+    const MT *mask_rows[2] = {nullptr, nullptr};  // MASK_LOADED: the rows' mask rows (rows past the queries: none)
 
-    constexpr bool masked = !std::is_same<M, no_mask>::value;
-    using MT = typename std::conditional<masked, M, float>::type;
-    const MT *mask_rows[2] = {nullptr, nullptr};  // rows past the queries read none
-    if (masked)
-        for (int r = 0; r < 2; r++)
-            if (rows[r] < a.sq)
-                mask_rows[r] = static_cast<const MT *>(a.mask) + b * a.ms_b + h * a.ms_h + rows[r] * a.ms_q;
-
-    for (int64_t k0 = 0, it = 0; k0 < a.skv; k0 += kKeys, it++) {
-        const int k_valid = (int)min((int64_t)kKeys, a.skv - k0), buf = (int)(it & 1);
-        if (k0 + kKeys < a.skv) {
-            fetch(k0 + kKeys, buf ^ 1);  // its buffer was last read in the previous tile, behind the barrier below
+    for (;;) {
+        int next_item = item, next_tile = tile + 1;
+        if (next_tile == tiles) next_item += (int)gridDim.x, next_tile = 0;
+        const bool has_next = next_item < items;
+        if (has_next) {
+            // its buffers were last read in the previous tile (and its Q buffer in the previous item's first),
+            // behind the barrier at the end of each tile
+            issue(next_item, (int64_t)next_tile * kKeys, buf ^ 1, next_tile == 0 ? qbuf ^ 1 : qbuf);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
-        __syncthreads();  // this tile's K and V are in place for every warp
-        const T *tk = sq + (kQueries + 2 * buf * kKeys) * LD, *tv = tk + kKeys * LD;
+        __syncthreads();  // this tile's K and V (and Q, for an item's first) are in place for every warp
+        const int64_t k0 = (int64_t)tile * kKeys;
+        if (tile == 0) {
+            w = item_at(item, q_blocks, (int)a.qh, kQueries);
+            row0 = w.q0 + warp * kRows + g;
+            run_max[0] = run_max[1] = -INFINITY;
+            run_sum[0] = run_sum[1] = 0.0f;
+            open[0] = open[1] = false;
+#pragma unroll
+            for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+            if (masked && STAGE == MASK_LOADED)
+                for (int r = 0; r < 2; r++)
+                    mask_rows[r] = row0 + 8 * r < a.sq ? mask_of(w) + (row0 + 8 * r) * a.ms_q : nullptr;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++)
+                ldmatrix_x4(qf[kk], sq + (qbuf * kQueries + warp * kRows + (lane & 7) + 8 * ((lane >> 3) & 1)) * LD +
+                                        kk * 16 + 8 * (lane >> 4));
+        }
+        const int k_valid = (int)min((int64_t)kKeys, a.skv - k0);
+        const T *tk = sq + (2 * kQueries + 2 * buf * kKeys) * LD, *tv = tk + kKeys * LD;
 
         // S[16 x 64] = Q . K^T: K's rows are B's columns, loaded two key groups of 8 at a time
         float s[kKeys / 8][4];
@@ -210,26 +270,49 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2) flash_attention(
             }
 
         // scale, mask, keys past the end; then the online softmax of rows g and g + 8. A NaN score needs no check
-        // here: it makes its row's sum NaN, which the end reads.
+        // here: it makes its row's sum NaN, which the end reads. A tile whose keys and staged mask elements are all
+        // there (every tile of a sequence that is a multiple of 64) takes the copy of this without index checks.
+        const int m_valid = (int)max((int64_t)0, min((int64_t)kKeys, a.mlen - k0));  // staged elements within mlen
         float tile_max[2] = {-INFINITY, -INFINITY};
+        auto scores = [&](auto full_tile) {
+            constexpr bool FULL = decltype(full_tile)::value;
 #pragma unroll
-        for (int j = 0; j < kKeys / 8; j++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
+            for (int j = 0; j < kKeys / 8; j++) {
                 const int col = 8 * j + 2 * t;
-                float bias[2] = {0.0f, 0.0f};
-                if (masked) mask_bias2(mask_rows[r], k0 + col, a.mlen, a.mask_pairs, bias[0], bias[1]);
+                float bias[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+                if constexpr (STAGE == MASK_ROW) {
+                    const mask_pair<MT> two = *reinterpret_cast<const mask_pair<MT> *>(staged_mask(buf, 0) + col);
+                    bias[0][0] = bias[1][0] = FULL || col < m_valid ? mask_kind<MT>::bias(two.lo) : -INFINITY;
+                    bias[0][1] = bias[1][1] = FULL || col + 1 < m_valid ? mask_kind<MT>::bias(two.hi) : -INFINITY;
+                } else if constexpr (STAGE == MASK_ROWS) {
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float v = -INFINITY;
-                    if (col + e < k_valid) {
-                        v = fmaf(s[j][2 * r + e], a.scale, bias[e]);
-                        if (masked && !(bias[e] == -INFINITY)) open[r] = true;  // NaN counts as open, as in the reference
+                    for (int r = 0; r < 2; r++) {
+                        const mask_pair<MT> two =
+                            *reinterpret_cast<const mask_pair<MT> *>(staged_mask(buf, warp * kRows + g + 8 * r) + col);
+                        bias[r][0] = FULL || col < m_valid ? mask_kind<MT>::bias(two.lo) : -INFINITY;
+                        bias[r][1] = FULL || col + 1 < m_valid ? mask_kind<MT>::bias(two.hi) : -INFINITY;
                     }
-                    s[j][2 * r + e] = v;
-                    tile_max[r] = fmaxf(tile_max[r], v);
+                } else if constexpr (masked) {
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        mask_bias2(mask_rows[r], k0 + col, a.mlen, a.mask_pairs, bias[r][0], bias[r][1]);
                 }
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float v = -INFINITY;
+                        if (FULL || col + e < k_valid) {
+                            v = fmaf(s[j][2 * r + e], a.scale, bias[r][e]);
+                            if (masked && !(bias[r][e] == -INFINITY)) open[r] = true;  // NaN counts as open, as in the reference
+                        }
+                        s[j][2 * r + e] = v;
+                        tile_max[r] = fmaxf(tile_max[r], v);
+                    }
             }
+        };
+        if (k_valid == kKeys && (STAGE == MASK_LOADED || m_valid == kKeys)) scores(std::true_type{});
+        else scores(std::false_type{});
         float alpha[2], base[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -273,56 +356,88 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2) flash_attention(
                 mma16816<T>(o[2 * dd + 1], pa, vb[2], vb[3]);
             }
         }
-        __syncthreads();  // every warp is done with this tile's buffers before the next fetch reuses them
-    }
 
-    // Y rows: O / sum; fully masked rows are zeros; NaN rows (a NaN score, or +inf, whose exp is NaN) are NaN or,
-    // with the guard, zeros; rows whose every score is -inf are zeros, as the unfused CUDA path gives (NaN, as a
-    // Softmax gives them, where the node replaced an unguarded one: empty_rows_nan)
-    T *yp = static_cast<T *>(a.y) + b * a.y_sb + h * a.y_sh;
+        if (tile == tiles - 1) {
+            // Y rows: O / sum; fully masked rows are zeros; NaN rows (a NaN score, or +inf, whose exp is NaN) are
+            // NaN or, with the guard, zeros; rows whose every score is -inf are zeros, as the unfused CUDA path gives
+            // (NaN, as a Softmax gives them, where the node replaced an unguarded one: empty_rows_nan)
+            T *yp = static_cast<T *>(a.y) + (int64_t)w.b * a.y_sb + (int64_t)w.h * a.y_sh;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float sum = run_sum[r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        int any_open = open[r] ? 1 : 0;
-        any_open |= __shfl_xor_sync(0xffffffffu, any_open, 1);
-        any_open |= __shfl_xor_sync(0xffffffffu, any_open, 2);
-        if (rows[r] >= a.sq) continue;
-        const bool is_bad = sum != sum || run_max[r] == INFINITY;  // a NaN score (or +inf, whose exp is NaN)
-        const bool zero = (masked && !any_open) || (!is_bad && !(sum > 0.0f));
-        const float scale = zero ? (a.empty_rows_nan ? NAN : 0.0f) : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
-        T *yr = yp + rows[r] * a.y_ss;
+            for (int r = 0; r < 2; r++) {
+                float sum = run_sum[r];
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                int any_open = open[r] ? 1 : 0;
+                any_open |= __shfl_xor_sync(0xffffffffu, any_open, 1);
+                any_open |= __shfl_xor_sync(0xffffffffu, any_open, 2);
+                const int64_t row = row0 + 8 * r;
+                if (row >= a.sq) continue;
+                const bool is_bad = sum != sum || run_max[r] == INFINITY;  // a NaN score (or +inf, whose exp is NaN)
+                const bool zero = (masked && !any_open) || (!is_bad && !(sum > 0.0f));
+                const float scale =
+                    zero ? (a.empty_rows_nan ? NAN : 0.0f) : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
+                T *yr = yp + row * a.y_ss;
 #pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            // 0 * inf or 0 * NaN must still give the zero rows zeros
-            const float v0 = scale == 0.0f ? 0.0f : o[j][2 * r] * scale, v1 = scale == 0.0f ? 0.0f : o[j][2 * r + 1] * scale;
-            *reinterpret_cast<unsigned *>(yr + 8 * j + 2 * t) = pack2<T>(v0, v1);  // Y rows are 16-byte aligned
+                for (int j = 0; j < D / 8; j++) {
+                    // 0 * inf or 0 * NaN must still give the zero rows zeros
+                    const float v0 = scale == 0.0f ? 0.0f : o[j][2 * r] * scale;
+                    const float v1 = scale == 0.0f ? 0.0f : o[j][2 * r + 1] * scale;
+                    *reinterpret_cast<unsigned *>(yr + 8 * j + 2 * t) = pack2<T>(v0, v1);  // Y rows are 16-byte aligned
+                }
+            }
         }
+        __syncthreads();  // every warp is done with this tile's buffers before the next issue reuses them
+        if (!has_next) break;
+        if (next_tile == 0) qbuf ^= 1;
+        item = next_item, tile = next_tile, buf ^= 1;
     }
 }
 
-template <typename T, int D, typename M> cudaError_t launch(const attn_flash_args *a, cudaStream_t stream) {
-    const size_t smem = flash_layout<D>::bytes;
+// 8 warps (128 queries a block) once there are more than 64 queries: K and V are read half as often. (On BERT-base
+// b128 the two measured alike before blocks walked several items; 8 keeps the item count down.)
+inline int warps_for(const attn_flash_args *a) { return a->sq > 64 ? 8 : 4; }
+
+template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_warps(const attn_flash_args *a, cudaStream_t stream) {
+    using L = flash_layout<D, W, std::is_same<M, no_mask>::value ? 4 : (int)sizeof(M), STAGE>;
+    auto kernel = flash_attention<T, D, W, M, STAGE>;
     // above the 48 KiB default: opt in (a host-side attribute, set before the first launch)
-    cudaError_t e = cudaFuncSetAttribute(flash_attention<T, D, M>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
     // all of L1 as shared memory: the block count per SM is bound by it (the driver's default split allowed 3)
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(flash_attention<T, D, M>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 cudaSharedmemCarveoutMaxShared);
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return e;
-    dim3 grid((unsigned)((a->sq + kQueries - 1) / kQueries), (unsigned)a->qh, (unsigned)a->batch);
-    flash_attention<T, D, M><<<grid, kWarps * 32, smem, stream>>>(*a);
+    // as many blocks as fit on the GPU at once, each walking its share of the items (fewer when there are fewer)
+    static int per_sm = 0;  // the same for every device of the build's architecture
+    if (!per_sm && (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, W * 32, L::bytes)) != cudaSuccess)
+        return e;
+    int device = 0, sms = 0;
+    if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+        return e;
+    const int64_t items = a->batch * a->qh * ((a->sq + L::queries - 1) / L::queries);
+    const int64_t resident = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    kernel<<<(unsigned)(items < resident ? items : resident), W * 32, L::bytes, stream>>>(*a);
     return cudaGetLastError();
 }
 
+template <typename T, int D, typename M, int STAGE> cudaError_t launch(const attn_flash_args *a, cudaStream_t stream) {
+    return warps_for(a) == 8 ? launch_warps<T, D, 8, M, STAGE>(a, stream) : launch_warps<T, D, 4, M, STAGE>(a, stream);
+}
+
+template <typename T, int D, typename M> cudaError_t launch_staged(const attn_flash_args *a, cudaStream_t stream) {
+    if constexpr (sizeof(M) <= 2)
+        if (a->mask_stage == ATTN_FLASH_MASK_ROWS) return launch<T, D, M, MASK_ROWS>(a, stream);
+    if (a->mask_stage == ATTN_FLASH_MASK_ROW) return launch<T, D, M, MASK_ROW>(a, stream);
+    return launch<T, D, M, MASK_LOADED>(a, stream);
+}
+
 template <typename T, int D> cudaError_t launch_mask(const attn_flash_args *a, cudaStream_t stream) {
-    if (!a->mask) return launch<T, D, no_mask>(a, stream);
+    if (!a->mask) return launch<T, D, no_mask, MASK_LOADED>(a, stream);
     switch (a->mask_dtype) {
-    case CINFER_DTYPE_FLOAT: return launch<T, D, float>(a, stream);
-    case CINFER_DTYPE_FLOAT16: return launch<T, D, __half>(a, stream);
-    case CINFER_DTYPE_BFLOAT16: return launch<T, D, __nv_bfloat16>(a, stream);
-    case CINFER_DTYPE_BOOL: return launch<T, D, bool>(a, stream);
+    case CINFER_DTYPE_FLOAT: return launch_staged<T, D, float>(a, stream);
+    case CINFER_DTYPE_FLOAT16: return launch_staged<T, D, __half>(a, stream);
+    case CINFER_DTYPE_BFLOAT16: return launch_staged<T, D, __nv_bfloat16>(a, stream);
+    case CINFER_DTYPE_BOOL: return launch_staged<T, D, bool>(a, stream);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -344,7 +459,9 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
     if (t != CINFER_DTYPE_FLOAT16 && t != CINFER_DTYPE_BFLOAT16) return false;
     if (a->hd != 32 && a->hd != 64 && a->hd != 128) return false;
     if (a->sq <= 0 || a->skv <= 0 || a->batch <= 0 || a->batch > 65535 || a->qh <= 0 || a->qh > 65535) return false;
-    if (a->kvh <= 0 || a->qh % a->kvh != 0 || (a->sq + kQueries - 1) / kQueries > INT32_MAX) return false;
+    if (a->kvh <= 0 || a->qh % a->kvh != 0) return false;
+    // work items (64 queries of a head, at the smaller block) and key tiles counted in int
+    if (a->sq > INT32_MAX || a->skv > INT32_MAX || a->batch * a->qh * ((a->sq + 63) / 64) > INT32_MAX) return false;
     // 16-byte rows: every stride a multiple of 8 elements and the bases aligned
     const int64_t strides[] = {a->q_sb, a->q_sh, a->q_ss, a->kv_sb, a->kv_sh, a->kv_ss, a->y_sb, a->y_sh, a->y_ss};
     for (int64_t s : strides)
@@ -356,6 +473,15 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
     if (a->mask) {
         const size_t pair = 2 * cinfer_dtype_size(a->mask_dtype);
         a->mask_pairs = ((uintptr_t)a->mask % pair) == 0 && a->ms_b % 2 == 0 && a->ms_h % 2 == 0 && a->ms_q % 2 == 0;
+        // mask rows whose 64-element tiles start 16-byte aligned are staged in shared memory: one row per
+        // (batch, head), or (1- and 2-byte masks) a row per query
+        const int64_t size = (int64_t)cinfer_dtype_size(a->mask_dtype);
+        const bool aligned = ((uintptr_t)a->mask % 16) == 0 && (a->ms_b * size) % 16 == 0 &&
+                             (a->ms_h * size) % 16 == 0 && (a->ms_q * size) % 16 == 0;
+        a->mask_stage = !aligned ? ATTN_FLASH_MASK_LOADED
+                        : a->ms_q == 0 ? ATTN_FLASH_MASK_ROW
+                        : size <= 2    ? ATTN_FLASH_MASK_ROWS
+                                       : ATTN_FLASH_MASK_LOADED;
     }
     return true;
 }

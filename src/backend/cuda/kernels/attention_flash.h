@@ -1,7 +1,7 @@
 /* Launcher of the fused attention kernel (kernels/attention_flash.cu): Y = softmax(scale * Q.K^T + mask).V for
- * float16/bfloat16 Q, K, V with head size 32, 64 or 128, one pass over the keys per 64 queries with the score
- * block in shared memory (tensor-core products, float32 online softmax), so neither the scores nor a head-major
- * copy of Q, K, V or Y ever reach device memory. Plain C types only. */
+ * float16/bfloat16 Q, K, V with head size 32, 64 or 128, one pass over the keys per 64 or 128 queries with the
+ * scores in registers (tensor-core products, float32 online softmax), so neither the scores nor a head-major copy of
+ * Q, K, V or Y ever reach device memory. Plain C types only. */
 #ifndef CINFER_CUDA_KERNELS_ATTENTION_FLASH_H
 #define CINFER_CUDA_KERNELS_ATTENTION_FLASH_H
 
@@ -16,6 +16,10 @@
 extern "C" {
 #endif
 
+/* The mask is read per score from global memory, or staged in shared memory with each K/V tile: one row per
+ * (batch, head) when it is the same for every query, a row per query (1- and 2-byte masks) otherwise. */
+enum { ATTN_FLASH_MASK_LOADED = 0, ATTN_FLASH_MASK_ROW = 1, ATTN_FLASH_MASK_ROWS = 2 };
+
 /* Element (b, h, i, d) of Q is q[b * q_sb + h * q_sh + i * q_ss + d] (3-D [batch, seq, heads * size] and 4-D
  * [batch, heads, seq, size] both fit); K and V likewise with kv head h / (qh / kvh); Y like Q. */
 typedef struct attn_flash_args {
@@ -28,6 +32,7 @@ typedef struct attn_flash_args {
     cinfer_dtype mask_dtype;
     int64_t mlen, ms_b, ms_h, ms_q; /* mask row length (keys past it are masked) and broadcast strides */
     bool mask_pairs;   /* set by attn_flash_fits: mask elements 2k, 2k + 1 of a row load as one */
+    int mask_stage;    /* set by attn_flash_fits: how the kernel reads the mask (ATTN_FLASH_MASK_*) */
     bool nan_to_zero;  /* a NaN probability row becomes zeros (the fused Softmax NaN guard) */
     bool empty_rows_nan; /* a row of -inf scores (with the mask) is NaN, not zeros (a fused unguarded Softmax) */
 } attn_flash_args;
