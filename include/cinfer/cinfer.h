@@ -242,6 +242,10 @@ typedef struct cinfer_run_stats {
     uint64_t graph_replayed;
     uint64_t graph_captures;
     uint64_t graph_fallbacks;
+    /* cinfer_session_run_device: 1 when the last run's nodes read the caller's inputs and wrote its outputs in
+     * place (plain launches) because copying them through the plan's own buffers would have cost more; 0 when it
+     * copied (and replayed the plan's graph, where it has one). */
+    uint64_t caller_buffers_bound;
 } cinfer_run_stats;
 cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
 

@@ -36,6 +36,9 @@ struct backend_i {
      * stream): session_waits = true makes the session's next work wait for what is queued on `stream` so far;
      * false makes `stream`'s next work wait for what the session queued so far. Neither blocks the host. */
     cinfer_status (*join_stream)(backend *b, void *stream, bool session_waits);
+    /* Optional (device backends): whether [p, p + bytes) is memory of this backend's device that kernels may read
+     * and write directly (one allocation holds the whole range), so a run may bind it in place of a copy. */
+    bool (*owns_device_range)(backend *b, const void *p, size_t bytes);
     /* Runs one node on tensors whose data lives in this backend's memory; shapes are already inferred. */
     cinfer_status (*run_node)(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
     /* Waits for queued work (NULL for synchronous backends); completes pending copy_to_host copies. */

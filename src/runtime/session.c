@@ -74,6 +74,7 @@ struct cinfer_session {
     bool cuda_graphs;        /* option "cuda_graphs": capture and replay each plan's nodes (device backends) */
     uint64_t graph_captures, graph_fallbacks;
     bool graph_replayed;     /* the last run replayed a graph */
+    bool caller_buffers_bound; /* the last run read and wrote the caller's device buffers in place */
     size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
     unsigned char *guard_host; /* host image of the arena for filling and checking guards */
     void *aligned_inputs;      /* copies of caller inputs not aligned to their element size (host backends) */
@@ -837,6 +838,83 @@ static cinfer_status run_device_nodes(cinfer_session *s, plan *p) {
     return stale ? run_nodes(s, p) : CINFER_OK;
 }
 
+/* Copying device-resident io through the plan's own buffers costs two memory passes per byte; launching a plan's
+ * nodes one by one instead of replaying its CUDA graph (whose addresses are fixed) costs a few microseconds a node.
+ * Binding the caller's buffers pays when the copies would move more than this many bytes per node (an H200 copies
+ * about 4 MiB on the device in 2 us). */
+#define CALLER_BIND_BYTES_PER_NODE ((size_t)4 << 20)
+#define CALLER_BIND_ALIGN 256 /* what the plan's own io buffers guarantee the kernels */
+
+static bool ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
+    return (uintptr_t)a < (uintptr_t)b + bn && (uintptr_t)b < (uintptr_t)a + an;
+}
+
+/* cinfer_session_run_device: whether the plan's nodes can read the caller's inputs and write its outputs in place
+ * of the plan's own io buffers, and whether that beats copying (CALLER_BIND_BYTES_PER_NODE). Every buffer must be
+ * this device's memory, as aligned as the plan's, with no output overlapping another buffer; every output must be
+ * produced by a node (listed once). The planner already keeps model inputs and outputs out of the arena and never
+ * writes an input, which is what host backends rely on when they read caller inputs in place. */
+static bool caller_buffers_bindable(cinfer_session *s, const plan *p, const cinfer_tensor **bound,
+                                    const cinfer_tensor *outputs) {
+    const graph *g = s->graph;
+    backend *b = s->backend;
+    if (!b->iface->owns_device_range || s->guard_bytes) return false;
+    size_t copy_bytes = 0, nodes = 0;
+    for (int i = 0; i < g->num_nodes; i++) nodes += p->node_runs[i];
+    for (int i = 0; i < g->num_inputs; i++) {
+        const tensor *t = &p->values[g->inputs[i]];
+        if (g->values[g->inputs[i]].value_needed || !t->data) continue;
+        copy_bytes += tensor_nbytes(t);
+    }
+    for (int k = 0; k < g->num_outputs; k++) copy_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
+    if (copy_bytes < nodes * CALLER_BIND_BYTES_PER_NODE) return false;
+    for (int i = 0; i < g->num_inputs; i++) {
+        const tensor *t = &p->values[g->inputs[i]];
+        size_t nb = tensor_nbytes(t);
+        if (g->values[g->inputs[i]].value_needed || !t->data || !nb) continue;
+        if ((uintptr_t)bound[i]->data % CALLER_BIND_ALIGN || !b->iface->owns_device_range(b, bound[i]->data, nb))
+            return false;
+    }
+    for (int k = 0; k < g->num_outputs; k++) {
+        int v = g->outputs[k];
+        const graph_value *gv = &g->values[v];
+        size_t nb = tensor_nbytes(&p->values[v]);
+        if (gv->producer < 0 || !p->node_runs[gv->producer] || !nb) return false;
+        if ((uintptr_t)outputs[k].data % CALLER_BIND_ALIGN || !b->iface->owns_device_range(b, outputs[k].data, nb))
+            return false;
+        for (int j = 0; j < k; j++)
+            if (g->outputs[j] == v || ranges_overlap(outputs[j].data, tensor_nbytes(&p->values[g->outputs[j]]),
+                                                     outputs[k].data, nb))
+                return false;
+        for (int i = 0; i < g->num_inputs; i++)
+            if (ranges_overlap(bound[i]->data, input_bytes(bound[i]), outputs[k].data, nb)) return false;
+    }
+    return true;
+}
+
+/* The plan's nodes on the caller's buffers (caller_buffers_bindable said yes), plain launches; the plan's own
+ * buffer addresses are put back afterwards, for its CUDA graph and later runs. */
+static cinfer_status run_on_caller_buffers(cinfer_session *s, plan *p, const cinfer_tensor **bound,
+                                           cinfer_tensor *outputs) {
+    const graph *g = s->graph;
+    void *own_inputs[256], *own_outputs[256];
+    for (int i = 0; i < g->num_inputs; i++) {
+        tensor *t = &p->values[g->inputs[i]];
+        own_inputs[i] = t->data;
+        if (!g->values[g->inputs[i]].value_needed && t->data) t->data = bound[i]->data;
+    }
+    for (int k = 0; k < g->num_outputs; k++) {
+        own_outputs[k] = p->values[g->outputs[k]].data;
+        p->values[g->outputs[k]].data = outputs[k].data;
+    }
+    cinfer_status st = run_nodes(s, p);
+    for (int k = g->num_outputs - 1; k >= 0; k--) p->values[g->outputs[k]].data = own_outputs[k];
+    for (int i = 0; i < g->num_inputs; i++) p->values[g->inputs[i]].data = own_inputs[i];
+    s->graph_replayed = false;
+    s->caller_buffers_bound = st == CINFER_OK;
+    return st;
+}
+
 /* Device backends: inputs in, nodes, produced outputs out; host-known outputs come from their host copies.
  * Caller buffers are host memory (copies through pinned staging, then a wait for the stream) or, for
  * cinfer_session_run_device, device memory (device-to-device copies, nothing waited for). */
@@ -844,6 +922,9 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
                                    bool caller_on_device) {
     const graph *g = session->graph;
     backend *b = session->backend;
+    session->caller_buffers_bound = false;
+    if (caller_on_device && caller_buffers_bindable(session, p, bound, outputs))
+        return run_on_caller_buffers(session, p, bound, outputs);
     cinfer_status (*copy_in)(backend *, void *, const void *, size_t) =
         caller_on_device ? b->iface->copy_on_device : b->iface->copy_to_device;
     /* device-resident inputs go in one batch call where the backend has one (up to RUN_BATCH_COPIES of them) */
@@ -1004,6 +1085,7 @@ cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfe
     out->graph_replayed = session->graph_replayed;
     out->graph_captures = session->graph_captures;
     out->graph_fallbacks = session->graph_fallbacks;
+    out->caller_buffers_bound = session->caller_buffers_bound;
     return CINFER_OK;
 }
 

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
-from cinfer_ctypes import CinferError, Session  # noqa: E402
+from cinfer_ctypes import CinferError, Session, Tensor  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -385,6 +385,16 @@ ATTENTION_CASES = {
     "one_query_hd32_no_mask": (3, 2, 1, 1, 200, 32, None, None),
     "mask_shorter_than_keys": (3, 2, 2, 20, 130, 64, (TensorProto.FLOAT, (2, 1, 20, 100)), None),
     "odd_key_count_unpaired_mask_loads": (3, 2, 2, 33, 129, 64, (TensorProto.FLOAT, (2, 1, 33, 129)), None),
+    # masks staged in shared memory with each key tile (16-byte aligned rows): one row for every sequence, shorter
+    # than the keys (a partial 16-byte copy); one row per sequence, bool; a bool row per query, queries past the
+    # end (8 warps: over 64 queries); the per-head float mask above (half in the session) is staged a row per query
+    "staged_shared_mask_shorter_than_keys": (3, 2, 2, 100, 130, 64, (TensorProto.FLOAT, (1, 1, 1, 100)), None),
+    "staged_bool_mask_hd32": (3, 4, 4, 40, 128, 32, (TensorProto.BOOL, (2, 1, 1, 128)), None),
+    "staged_bool_rows_per_query": (3, 2, 2, 100, 128, 64, (TensorProto.BOOL, (2, 1, 100, 128)), None),
+    # more work items (16 W queries of a head) than blocks resident on an H200: each block walks several, issuing
+    # the next one's Q with the current one's last key tile
+    "many_items_per_block_bool_rows": (3, 4, 2, 8200, 128, 32, (TensorProto.BOOL, (2, 1, 8200, 128)), None),
+    "many_items_per_block_no_mask": (3, 4, 4, 8200, 130, 64, None, None),
 }
 
 
@@ -448,23 +458,27 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     """The fused half-precision Attention kernel (kernels/attention_flash.cu) against the CPU reference kernel at the
     same precision: masks of each kind (bool, float broadcast over heads/queries, per head, shorter than the keys,
     none), GQA, 3-D and 4-D layouts, head sizes 32/64/128, query and key counts off the 64-row tiles, fully masked
-    rows (zeros), a first key tile wholly masked, an odd key count (mask rows not paired for loads)."""
+    rows (zeros), a first key tile wholly masked, an odd key count (mask rows not paired for loads), masks read from
+    global memory and staged in shared memory (one row, or a row per query)."""
     need_gpu(gpus)
     rank, qh, kvh, sq, skv, hd, mask, scale = ATTENTION_CASES[case]
     rng = np.random.default_rng(7)
     def data(heads, seq):
         return rng.standard_normal((2, seq, heads * hd) if rank == 3 else (2, heads, seq, hd)).astype(np.float32)
     feeds = {"q": data(qh, sq), "k": data(kvh, skv), "v": data(kvh, skv)}
+    shared = False  # one mask for every sequence: no sequence wholly masked
     if mask:
         if mask[0] == TensorProto.BOOL:
             m = rng.random(mask[1]) > 0.3
-            m[3, :] = False  # a fully masked query
+            m[3 if m.ndim == 2 else 1, :] = False  # a fully masked query (or sequence 1 wholly, for a per-key mask)
         else:
             m = rng.standard_normal(mask[1]).astype(np.float32)
             m[..., :2] = -np.inf
-            m[0, ..., 0, :] = -np.inf  # a fully masked query (or sequence 0 wholly, when the mask is per key)
-            if m.shape[-1] > 64:  # a first key tile wholly masked, later ones open (the running max starts at -inf)
-                m[-1, ..., -1, :64] = -np.inf
+            shared = m.shape[0] == 1
+            if not shared:
+                m[0, ..., 0, :] = -np.inf  # a fully masked query (or sequence 0 wholly, when the mask is per key)
+                if m.shape[-1] > 64:  # a first key tile wholly masked, later ones open (the running max starts at -inf)
+                    m[-1, ..., -1, :64] = -np.inf
         feeds["m"] = m
     data_model = attention_model(rank, qh, kvh, sq, skv, hd, mask, scale)
     exact = Session(lib, data_model, device="cpu").run(feeds)[0]
@@ -472,7 +486,7 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     got = Session(lib, data_model, device="cuda:0", options={"precision": precision}).run(feeds)[0]
     assert got.shape == want.shape
     zero_rows = np.all(want == 0, axis=-1)
-    assert zero_rows.any() == bool(mask), "the cases with a mask have fully masked rows"
+    assert zero_rows.any() == (bool(mask) and not shared), "the cases with a per-sequence mask have fully masked rows"
     assert np.array_equal(np.all(got == 0, axis=-1), zero_rows), "fully masked rows must be zeros on both"
     # The kernel keeps scores and probabilities in float32 where the reference rounds them to the half type, so it
     # is held to the reference's own distance from float32 (bf16's 8-bit mantissa puts that near 0.05), not to it.
@@ -481,6 +495,123 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     assert err <= 1.5 * ref_err + 1e-3, (err, ref_err)
     if precision == "fp16":
         np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)
+
+
+def window_model(shape):
+    """The image pipeline's windowing, clip((x - 40) / 400 + 0.5, 0, 1): one ElementwiseChain node."""
+    consts = {"lv": 40.0, "wd": 400.0, "hf": 0.5, "lo": 0.0, "hi": 1.0}
+    g = helper.make_graph(
+        [helper.make_node("Sub", ["x", "lv"], ["a"]), helper.make_node("Div", ["a", "wd"], ["b"]),
+         helper.make_node("Add", ["b", "hf"], ["c"]), helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+        "window", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+        [onnx.numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def load_cudart():
+    """The CUDA runtime as a shared library, for test-made device buffers (cinfer links it statically; a second
+    runtime in the process shares the device's primary context, so its pointers are the sessions' too)."""
+    import glob
+    candidates = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
+    for d in [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]:
+        candidates += sorted(glob.glob(os.path.join(d, "libcudart.so*")))
+        candidates += sorted(glob.glob(os.path.join(d, "..", "..", "*", "lib", "libcudart.so*")))  # nvidia/*/lib wheels
+    candidates += sorted(glob.glob("/usr/local/cuda*/lib64/libcudart.so*"))
+    for c in candidates:
+        try:
+            return ctypes.CDLL(c)
+        except OSError:
+            continue
+    return None
+
+
+def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
+    """cinfer_session_run_device on cudaMalloc'd buffers: a one-node plan moving 32 MiB reads the caller's input
+    and writes its output in place (caller_buffers_bound, no graph replay), run after run; an output 4 bytes off
+    the 256-byte alignment, and a plan moving 16 KiB, go through the plan's own buffers. Every run gives the CPU's
+    result, and the caller's input is left as it was."""
+    need_gpu(gpus)
+    big, small = (1, 2048, 2048), (1, 64, 64)
+    x_big = np.random.default_rng(4).normal(40.0, 300.0, big).astype(np.float32)
+    s_big = Session(lib, window_model(big), device="cuda:0")
+    s_small = Session(lib, window_model(small), device="cuda:0")
+    rt = load_cudart()
+    if rt is None:
+        pytest.skip("no libcudart.so found (searched the loader path, LD_LIBRARY_PATH and the CUDA wheels beside it, "
+                    "/usr/local/cuda*/lib64) to make device buffers with")
+    rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+    rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    rt.cudaFree.argtypes = [ctypes.c_void_p]
+    held = []
+
+    def device_buffer(nbytes):
+        p = ctypes.c_void_p()
+        assert rt.cudaMalloc(ctypes.byref(p), nbytes) == 0
+        held.append(p)
+        return p.value
+
+    def tensor(ptr, shape):
+        t = Tensor()
+        t.dtype, t.ndim, t.data = 1, len(shape), ptr
+        for d, n in enumerate(shape):
+            t.dims[d] = n
+        return t
+
+    def run_device(session, x, x_dev, y_dev):
+        assert rt.cudaMemcpy(x_dev, x.ctypes.data, x.nbytes, 1) == 0  # host to device
+        ins, outs = (Tensor * 1)(tensor(x_dev, x.shape)), (Tensor * 1)(tensor(y_dev, x.shape))
+        lib.check(lib.lib.cinfer_session_run_device(session.session, ins, 1, outs, 1, None))
+        y, x_after = np.empty_like(x), np.empty_like(x)
+        assert rt.cudaMemcpy(y.ctypes.data, y_dev, y.nbytes, 2) == 0  # device to host, after the legacy stream
+        assert rt.cudaMemcpy(x_after.ctypes.data, x_dev, x.nbytes, 2) == 0
+        assert np.array_equal(x_after, x), "the caller's input changed"
+        return y, session.last_run_stats()
+
+    try:
+        want = Session(lib, window_model(big), device="cpu").run({"x": x_big})[0]
+        x_dev, y_dev = device_buffer(x_big.nbytes), device_buffer(x_big.nbytes + 256)
+        for i in range(3):
+            y, st = run_device(s_big, x_big, x_dev, y_dev)
+            np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-7)
+            assert (st.caller_buffers_bound, st.graph_replayed) == (1, 0), f"run {i}"
+        y, st = run_device(s_big, x_big, x_dev, y_dev + 4)  # 4 bytes past an allocation's 256-byte alignment
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-7)
+        assert st.caller_buffers_bound == 0
+        x_small = x_big[:, :64, :64].copy()
+        want_small = Session(lib, window_model(small), device="cpu").run({"x": x_small})[0]
+        for i in range(3):
+            y, st = run_device(s_small, x_small, x_dev, y_dev)
+            np.testing.assert_allclose(y, want_small, rtol=1e-6, atol=1e-7)
+            assert st.caller_buffers_bound == 0, f"run {i}"
+        assert st.graph_replayed == 1  # the third small run replays the plan's graph
+    finally:
+        for p in held:
+            rt.cudaFree(p)
+
+
+@pytest.mark.parametrize("count", [4096, 4104, 4099])
+def test_half_gelu_is_within_a_float16_rounding_of_erf(lib, gpus, count):
+    """Gelu on float16 values (kernels/elementwise_unary.cu's fast erfc form above -3, erfcf below) against GELU in
+    float64 rounded to float16: at most one float16 step from it everywhere, on values across [-12, 12] with -3 and 0
+    themselves; 4096 and 4104 (an odd chunk count: a thread's second chunk missing) take the 16-byte kernel, 4099
+    the per-element one."""
+    need_gpu(gpus)
+    g = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"])], "gelu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [count])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [count])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString()
+    x = np.linspace(-12.0, 12.0, count).astype(np.float16)
+    x[:3] = [-3.0, 0.0, np.float16(-3.0) - np.float16(0.002)]
+    got = Session(lib, model, device="cuda:0").run({"x": x})[0]
+    from math import erfc, sqrt
+    exact = np.array([0.5 * float(v) * erfc(-float(v) / sqrt(2.0)) for v in x])
+    rounded = exact.astype(np.float16)
+    steps = np.abs(got.astype(np.float64) - rounded) / np.spacing(np.abs(rounded)).astype(np.float64)
+    assert got.dtype == np.float16 and steps.max() <= 1.0, (steps.max(), x[steps.argmax()])
+    near = np.mean(got == rounded)
+    print(f"count {count}: correctly rounded {near:.4f}, worst {steps.max():.2f} float16 steps")
+    assert near > 0.99
 
 
 @pytest.mark.parametrize("form", ["stack", "flat", "multi"])

@@ -33,7 +33,7 @@ class RunStats(ctypes.Structure):
     _fields_ = [("host_to_device_copies", ctypes.c_uint64), ("device_to_host_copies", ctypes.c_uint64),
                 ("host_to_device_bytes", ctypes.c_uint64), ("device_to_host_bytes", ctypes.c_uint64),
                 ("graph_replayed", ctypes.c_uint64), ("graph_captures", ctypes.c_uint64),
-                ("graph_fallbacks", ctypes.c_uint64)]
+                ("graph_fallbacks", ctypes.c_uint64), ("caller_buffers_bound", ctypes.c_uint64)]
 
 
 class DeviceInfo(ctypes.Structure):

@@ -353,6 +353,11 @@ static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, con
 
 /* An event recorded on one stream and waited for on the other: neither the host nor the GPU blocks more than
  * the order needs. */
+static bool cuda_owns_device_range(backend *b, const void *p, size_t bytes) {
+    cuda_backend_ctx *c = b->context;
+    return use_device(c) == CINFER_OK && device_reads(c->dev->ordinal, p, bytes);
+}
+
 static cinfer_status cuda_join_stream(backend *b, void *stream, bool session_waits) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
@@ -545,6 +550,7 @@ static const struct backend_i cuda_iface = {
     .copy_on_device = cuda_copy_on_device,
     .copy_on_device_batch = cuda_copy_on_device_batch,
     .join_stream = cuda_join_stream,
+    .owns_device_range = cuda_owns_device_range,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
