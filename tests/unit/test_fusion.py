@@ -300,7 +300,7 @@ def residual_layer_norm_model(skip_shape=None, stats=False, cols=48):
     return m
 
 
-@pytest.mark.parametrize("cols", [48, 768, 1500])  # 1500: rows too long for the GPU's warp-per-row kernel
+@pytest.mark.parametrize("cols", [48, 128, 768, 1024, 1500])  # GPU: 128-1024 the 16-byte kernel (float and half), 1500 too long for a warp a row
 def test_residual_add_fuses_into_the_layer_norm(lib, cols):
     m = residual_layer_norm_model(cols=cols)
     feeds = {"x": f32(2, 5, cols) * 2, "skip": f32(2, 5, cols, seed=9) + 3}
