@@ -93,14 +93,15 @@ for what in "${@:-tests}"; do
         ;;
     smoke) smoke ;;
     verify)
-        # a quick check of the rows the latest changes moved (~4 min): the CUDA tests, then ResNet-50 fp16 (channels-last
-        # convolutions), the DLRM-style rows (LookupConcat, the SM input copies) and the image rows (device copies);
-        # the scale stage with SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2 has still never run
+        # a quick check of the rows the latest changes moved (~5 min): the CUDA tests, then BERT-base (fused attention,
+        # GELU, float32 LayerNorm), ResNet-50 (channels-last convolutions), the DLRM-style rows (LookupConcat, the SM
+        # input copies) and the image rows (caller buffers bound in place); the scale stage with
+        # SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2 has still never run
         smoke
         torch_python
-        stage compare_verify timeout 420 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
-            --models resnet50,dlrm,image --precisions fp32,fp16 --no-agreement \
-            --batches "resnet50:1,32,256;dlrm:1,128;image:1"
+        stage compare_verify timeout 540 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
+            --models bert,resnet50,dlrm,image --precisions fp32,fp16 --no-agreement \
+            --batches "bert:1,32,128;resnet50:1,32,256;dlrm:1,128;image:1"
         ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"
