@@ -901,7 +901,9 @@ static cinfer_status run_on_caller_buffers(cinfer_session *s, plan *p, const cin
     for (int i = 0; i < g->num_inputs; i++) {
         tensor *t = &p->values[g->inputs[i]];
         own_inputs[i] = t->data;
-        if (!g->values[g->inputs[i]].value_needed && t->data) t->data = bound[i]->data;
+        /* as caller_buffers_bindable: an empty input keeps its own (non-NULL) slot, so an optional input's
+         * presence reads the same either way */
+        if (!g->values[g->inputs[i]].value_needed && t->data && tensor_nbytes(t)) t->data = bound[i]->data;
     }
     for (int k = 0; k < g->num_outputs; k++) {
         own_outputs[k] = p->values[g->outputs[k]].data;

@@ -594,8 +594,8 @@ def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
 def test_half_gelu_is_within_a_float16_rounding_of_erf(lib, gpus, count):
     """Gelu on float16 values (kernels/elementwise_unary.cu's fast erfc form above -3, erfcf below) against GELU in
     float64 rounded to float16: at most one float16 step from it everywhere, on values across [-12, 12] with -3 and 0
-    themselves; 4096 and 4104 (an odd chunk count: a thread's second chunk missing) take the 16-byte kernel, 4099
-    the per-element one."""
+    themselves, and the CPU's result on +-inf, NaN and +-65504; 4096 and 4104 (an odd chunk count: a thread's second
+    chunk missing) take the 16-byte kernel, 4099 the per-element one."""
     need_gpu(gpus)
     g = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"])], "gelu",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [count])],
@@ -603,7 +603,13 @@ def test_half_gelu_is_within_a_float16_rounding_of_erf(lib, gpus, count):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString()
     x = np.linspace(-12.0, 12.0, count).astype(np.float16)
     x[:3] = [-3.0, 0.0, np.float16(-3.0) - np.float16(0.002)]
+    specials = np.array([np.inf, -np.inf, np.nan, 65504.0, -65504.0], np.float16)
+    x[3:8] = specials
     got = Session(lib, model, device="cuda:0").run({"x": x})[0]
+    want_specials = Session(lib, model, device="cpu").run({"x": x})[0][3:8]
+    np.testing.assert_array_equal(got[3:8], want_specials)  # +inf stays +inf; NaN where the CPU gives NaN
+    assert got[3] == np.inf
+    x, got = np.delete(x, range(3, 8)), np.delete(got, range(3, 8))
     from math import erfc, sqrt
     exact = np.array([0.5 * float(v) * erfc(-float(v) / sqrt(2.0)) for v in x])
     rounded = exact.astype(np.float16)

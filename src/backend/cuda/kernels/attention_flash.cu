@@ -29,21 +29,28 @@ constexpr int kRows = 16;   // query rows per warp
 // How the mask reaches the scores: loaded from global memory per score pair (MASK_LOADED), or copied to shared
 // memory with the K/V tile, one row when it is the same for every query (MASK_ROW), a row per query otherwise
 // (MASK_ROWS; 1- and 2-byte masks, which keep the block count per SM).
-enum { MASK_LOADED = 0, MASK_ROW = 1, MASK_ROWS = 2 };
+enum { MASK_LOADED = ATTN_FLASH_MASK_LOADED, MASK_ROW = ATTN_FLASH_MASK_ROW, MASK_ROWS = ATTN_FLASH_MASK_ROWS };
 
-// Shared memory: the Q tile (16 W rows) twice (the next item's loads during this one), K and V twice (the next tile loads during this one), rows padded by 16
-// bytes so the 8 row addresses of an ldmatrix fall in distinct banks; then two staged mask tiles (rows of 64
-// elements of MB bytes, padded by 16 bytes so the 8 rows a warp reads at once fall in distinct banks).
+// Shared memory: the Q tile (16 W rows) twice (the next item's loads during this one), K and V twice (the next
+// tile loads during this one), rows padded by 16 bytes so the 8 row addresses of an ldmatrix fall in distinct
+// banks; then two staged mask tiles (rows of 64 elements of MB bytes, padded by 16 bytes so the 8 rows a warp reads
+// at once fall in distinct banks).
+constexpr size_t flash_q_bytes(int d, int w) { return (size_t)kRows * w * (d + 8) * 2; }
+constexpr size_t flash_mask_tile(int w, int mb, int stage) {
+    return (size_t)(stage == MASK_ROWS ? kRows * w : stage == MASK_ROW ? 1 : 0) * (kKeys * mb + 16);
+}
+constexpr size_t flash_smem_bytes(int d, int w, int mb, int stage) {
+    return 2 * flash_q_bytes(d, w) + 4 * (size_t)kKeys * (d + 8) * 2 + 2 * flash_mask_tile(w, mb, stage);
+}
 template <int D, int W, int MB, int STAGE> struct flash_layout {
     static constexpr int ld = D + 8;
     static constexpr int queries = kRows * W;
-    static constexpr size_t q_bytes = (size_t)queries * ld * 2;
-    static constexpr size_t tile_bytes = (size_t)kKeys * ld * 2;
-    static constexpr size_t mask_at = 2 * q_bytes + 4 * tile_bytes;
+    static constexpr size_t mask_at = 2 * flash_q_bytes(D, W) + 4 * (size_t)kKeys * ld * 2;
     static constexpr int mask_pitch = kKeys * MB + 16;
     static constexpr int mask_rows = STAGE == MASK_ROWS ? queries : STAGE == MASK_ROW ? 1 : 0;
-    static constexpr size_t mask_tile = (size_t)mask_rows * mask_pitch;
-    static constexpr size_t bytes = mask_at + 2 * mask_tile;
+    static constexpr size_t mask_tile = flash_mask_tile(W, MB, STAGE);
+    static constexpr size_t bytes = flash_smem_bytes(D, W, MB, STAGE);
+    static_assert(bytes == mask_at + 2 * (size_t)mask_rows * mask_pitch, "flash_smem_bytes is this layout");
 };
 
 // 16 bytes global -> shared without passing through registers; src_bytes 0 fills zeros (rows past the end)
@@ -393,10 +400,6 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
     }
 }
 
-// 8 warps (128 queries a block) once there are more than 64 queries: K and V are read half as often. (On BERT-base
-// b128 the two measured alike before blocks walked several items; 8 keeps the item count down.)
-inline int warps_for(const attn_flash_args *a) { return a->sq > 64 ? 8 : 4; }
-
 template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_warps(const attn_flash_args *a, cudaStream_t stream) {
     using L = flash_layout<D, W, std::is_same<M, no_mask>::value ? 4 : (int)sizeof(M), STAGE>;
     auto kernel = flash_attention<T, D, W, M, STAGE>;
@@ -421,7 +424,7 @@ template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_wa
 }
 
 template <typename T, int D, typename M, int STAGE> cudaError_t launch(const attn_flash_args *a, cudaStream_t stream) {
-    return warps_for(a) == 8 ? launch_warps<T, D, 8, M, STAGE>(a, stream) : launch_warps<T, D, 4, M, STAGE>(a, stream);
+    return a->warps == 8 ? launch_warps<T, D, 8, M, STAGE>(a, stream) : launch_warps<T, D, 4, M, STAGE>(a, stream);
 }
 
 template <typename T, int D, typename M> cudaError_t launch_staged(const attn_flash_args *a, cudaStream_t stream) {
@@ -460,8 +463,9 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
     if (a->hd != 32 && a->hd != 64 && a->hd != 128) return false;
     if (a->sq <= 0 || a->skv <= 0 || a->batch <= 0 || a->batch > 65535 || a->qh <= 0 || a->qh > 65535) return false;
     if (a->kvh <= 0 || a->qh % a->kvh != 0) return false;
-    // work items (64 queries of a head, at the smaller block) and key tiles counted in int
-    if (a->sq > INT32_MAX || a->skv > INT32_MAX || a->batch * a->qh * ((a->sq + 63) / 64) > INT32_MAX) return false;
+    // work items (64 queries of a head, at the smaller block) and key tiles counted in int, with room for an item
+    // index plus the grid size
+    if (a->sq > INT32_MAX || a->skv > INT32_MAX || a->batch * a->qh * ((a->sq + 63) / 64) > INT32_MAX / 2) return false;
     // 16-byte rows: every stride a multiple of 8 elements and the bases aligned
     const int64_t strides[] = {a->q_sb, a->q_sh, a->q_ss, a->kv_sb, a->kv_sh, a->kv_ss, a->y_sb, a->y_sh, a->y_ss};
     for (int64_t s : strides)
@@ -482,6 +486,22 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
                         : a->ms_q == 0 ? ATTN_FLASH_MASK_ROW
                         : size <= 2    ? ATTN_FLASH_MASK_ROWS
                                        : ATTN_FLASH_MASK_LOADED;
+    }
+    // 8 warps (128 queries an item) past 64 queries, K and V then read half as often; within the device's shared
+    // memory a block (an H200's 227 KiB takes every layout; smaller GPUs take 4 warps, or the mask from global
+    // memory, or the general path)
+    int device = 0, optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    const int mb = a->mask ? (int)cinfer_dtype_size(a->mask_dtype) : 4;
+    a->warps = a->sq > 64 ? 8 : 4;
+    while (flash_smem_bytes((int)a->hd, a->warps, mb, a->mask_stage) > (size_t)optin) {
+        if (a->warps == 8) a->warps = 4;
+        else if (a->mask_stage == ATTN_FLASH_MASK_ROWS) a->mask_stage = ATTN_FLASH_MASK_LOADED, a->warps = a->sq > 64 ? 8 : 4;
+        else return false;
     }
     return true;
 }

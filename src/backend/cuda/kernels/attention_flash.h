@@ -33,11 +33,13 @@ typedef struct attn_flash_args {
     int64_t mlen, ms_b, ms_h, ms_q; /* mask row length (keys past it are masked) and broadcast strides */
     bool mask_pairs;   /* set by attn_flash_fits: mask elements 2k, 2k + 1 of a row load as one */
     int mask_stage;    /* set by attn_flash_fits: how the kernel reads the mask (ATTN_FLASH_MASK_*) */
+    int warps;         /* set by attn_flash_fits: 4 or 8 warps (64 or 128 queries) a work item */
     bool nan_to_zero;  /* a NaN probability row becomes zeros (the fused Softmax NaN guard) */
     bool empty_rows_nan; /* a row of -inf scores (with the mask) is NaN, not zeros (a fused unguarded Softmax) */
 } attn_flash_args;
 
-/* Whether attn_flash_run takes this head size, dtype and alignment (16-byte rows); sets a->mask_pairs. */
+/* Whether attn_flash_run takes this head size, dtype, alignment (16-byte rows) and the current device's shared
+ * memory; sets a->mask_pairs, a->mask_stage and a->warps. */
 bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a);
 
 /* Launches the kernel for arguments attn_flash_fits accepted (it is not checked again on this per-run path). */

@@ -143,10 +143,11 @@ __device__ __forceinline__ float gelu_half_range(float x) {
     return x >= 0.0f ? x - half_tail : half_tail;               // 0.5 x (1 + erf(x / sqrt2)) either side of 0
 }
 
-// float_unary for a value stored as T; half-type GELU takes gelu_half_range above -3 (erfcf below).
+// float_unary for a value stored as T; half-type GELU takes gelu_half_range on [-3, inf) (its inf * 0 would be NaN
+// at +inf; erfcf below -3, at +inf and for NaN).
 template <int OP, class T, class A> __device__ __forceinline__ auto stored_unary(A x, const cuda_ew_unary_params &p) {
     if constexpr (OP == CUDA_EW_GELU && sizeof(T) == 2 && std::is_same<A, float>::value) {
-        return x >= -3.0f ? gelu_half_range(x) : float_unary<OP>(x, p);
+        return x >= -3.0f && x < INFINITY ? gelu_half_range(x) : float_unary<OP>(x, p);
     } else {
         return float_unary<OP>(x, p);
     }
