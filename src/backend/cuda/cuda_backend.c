@@ -351,13 +351,14 @@ static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, con
     return CINFER_OK;
 }
 
-/* An event recorded on one stream and waited for on the other: neither the host nor the GPU blocks more than
- * the order needs. */
+/* The same test the copy kernel applies (device_reads): kernels may read and write the range directly. */
 static bool cuda_owns_device_range(backend *b, const void *p, size_t bytes) {
     cuda_backend_ctx *c = b->context;
     return use_device(c) == CINFER_OK && device_reads(c->dev->ordinal, p, bytes);
 }
 
+/* An event recorded on one stream and waited for on the other: neither the host nor the GPU blocks more than
+ * the order needs. */
 static cinfer_status cuda_join_stream(backend *b, void *stream, bool session_waits) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
