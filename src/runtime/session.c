@@ -59,6 +59,7 @@ typedef struct plan {
     uint64_t device_runs;     /* plain runs that succeeded (the first warms plans and scratch) */
     int capture_failures;     /* a failure can be passing (another thread synchronising the device): three end it */
     bool graph_impossible;
+    bool caller_binding_pays; /* run_device: binding the caller's buffers beats copying them (caller_binding_pays) */
 } plan;
 
 struct cinfer_session {
@@ -493,6 +494,23 @@ done:
     return st;
 }
 
+/* Copying device-resident io through the plan's own buffers costs two memory passes per byte; launching a plan's
+ * nodes one by one instead of replaying its CUDA graph (whose addresses are fixed) costs a few microseconds a node.
+ * Binding the caller's buffers (cinfer_session_run_device) pays when the copies would move more than this many
+ * bytes per node (an H200 copies about 4 MiB on the device in 2 us): a property of the plan, decided once. */
+#define CALLER_BIND_BYTES_PER_NODE ((size_t)4 << 20)
+
+static bool caller_binding_pays(const graph *g, const plan *p) {
+    size_t copy_bytes = 0, nodes = 0;
+    for (int i = 0; i < g->num_nodes; i++) nodes += p->node_runs[i];
+    for (int i = 0; i < g->num_inputs; i++) {
+        const tensor *t = &p->values[g->inputs[i]];
+        if (!g->values[g->inputs[i]].value_needed && t->data) copy_bytes += tensor_nbytes(t);
+    }
+    for (int k = 0; k < g->num_outputs; k++) copy_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
+    return copy_bytes >= nodes * CALLER_BIND_BYTES_PER_NODE;
+}
+
 /* dry: shapes and offsets only (capacity planning); no memory is taken on the backend. */
 static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
                                 size_t signature_len, bool dry, plan **out) {
@@ -620,6 +638,7 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
         if (p->offsets[v] >= 0) p->values[v].data = (char *)p->arena + p->offsets[v];
     if (!s->backend->iface->host_memory) {
         st = bind_device_values(s, p);
+        p->caller_binding_pays = caller_binding_pays(g, p);
         if (st != CINFER_OK) goto fail;
     }
     free(in_arena);
@@ -838,11 +857,6 @@ static cinfer_status run_device_nodes(cinfer_session *s, plan *p) {
     return stale ? run_nodes(s, p) : CINFER_OK;
 }
 
-/* Copying device-resident io through the plan's own buffers costs two memory passes per byte; launching a plan's
- * nodes one by one instead of replaying its CUDA graph (whose addresses are fixed) costs a few microseconds a node.
- * Binding the caller's buffers pays when the copies would move more than this many bytes per node (an H200 copies
- * about 4 MiB on the device in 2 us). */
-#define CALLER_BIND_BYTES_PER_NODE ((size_t)4 << 20)
 #define CALLER_BIND_ALIGN 256 /* what the plan's own io buffers guarantee the kernels */
 
 static bool ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
@@ -850,7 +864,7 @@ static bool ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
 }
 
 /* cinfer_session_run_device: whether the plan's nodes can read the caller's inputs and write its outputs in place
- * of the plan's own io buffers, and whether that beats copying (CALLER_BIND_BYTES_PER_NODE). Every buffer must be
+ * of the plan's own io buffers, where that beats copying (p->caller_binding_pays). Every buffer must be
  * this device's memory, as aligned as the plan's, with no output overlapping another buffer; every output must be
  * produced by a node (listed once). The planner already keeps model inputs and outputs out of the arena and never
  * writes an input, which is what host backends rely on when they read caller inputs in place. */
@@ -858,16 +872,7 @@ static bool caller_buffers_bindable(cinfer_session *s, const plan *p, const cinf
                                     const cinfer_tensor *outputs) {
     const graph *g = s->graph;
     backend *b = s->backend;
-    if (!b->iface->owns_device_range || s->guard_bytes) return false;
-    size_t copy_bytes = 0, nodes = 0;
-    for (int i = 0; i < g->num_nodes; i++) nodes += p->node_runs[i];
-    for (int i = 0; i < g->num_inputs; i++) {
-        const tensor *t = &p->values[g->inputs[i]];
-        if (g->values[g->inputs[i]].value_needed || !t->data) continue;
-        copy_bytes += tensor_nbytes(t);
-    }
-    for (int k = 0; k < g->num_outputs; k++) copy_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
-    if (copy_bytes < nodes * CALLER_BIND_BYTES_PER_NODE) return false;
+    if (!p->caller_binding_pays || !b->iface->owns_device_range || s->guard_bytes) return false;
     for (int i = 0; i < g->num_inputs; i++) {
         const tensor *t = &p->values[g->inputs[i]];
         size_t nb = tensor_nbytes(t);

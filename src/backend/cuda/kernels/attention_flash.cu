@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/kernels/attention_flash.h"
@@ -400,6 +401,32 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
     }
 }
 
+// The current device's opt-in shared memory a block and SM count: asked of the runtime once per device, read on
+// every run (attn_flash_fits, then the launch).
+struct device_limits {
+    int optin, sms;
+};
+cudaError_t current_device_limits(device_limits *out) {
+    constexpr int kDevices = 64;
+    static std::atomic<int> optin[kDevices], sms[kDevices];  // 0 until asked
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess) return e;
+    const bool cached = device >= 0 && device < kDevices;
+    if (cached && (out->optin = optin[device].load(std::memory_order_acquire)) > 0) {
+        out->sms = sms[device].load(std::memory_order_relaxed);
+        return cudaSuccess;
+    }
+    if ((e = cudaDeviceGetAttribute(&out->optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&out->sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+        return e;
+    if (cached) {
+        sms[device].store(out->sms, std::memory_order_relaxed);  // before optin, which marks the entry filled
+        optin[device].store(out->optin, std::memory_order_release);
+    }
+    return cudaSuccess;
+}
+
 template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_warps(const attn_flash_args *a, cudaStream_t stream) {
     using L = flash_layout<D, W, std::is_same<M, no_mask>::value ? 4 : (int)sizeof(M), STAGE>;
     auto kernel = flash_attention<T, D, W, M, STAGE>;
@@ -410,15 +437,17 @@ template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_wa
         e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return e;
     // as many blocks as fit on the GPU at once, each walking its share of the items (fewer when there are fewer)
-    static int per_sm = 0;  // the same for every device of the build's architecture
-    if (!per_sm && (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, W * 32, L::bytes)) != cudaSuccess)
-        return e;
-    int device = 0, sms = 0;
-    if ((e = cudaGetDevice(&device)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-        return e;
+    static std::atomic<int> per_sm{0};  // the same for every device of the build's architecture
+    int blocks = per_sm.load(std::memory_order_relaxed);
+    if (!blocks) {
+        if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, W * 32, L::bytes)) != cudaSuccess)
+            return e;
+        per_sm.store(blocks, std::memory_order_relaxed);
+    }
+    device_limits lim;
+    if ((e = current_device_limits(&lim)) != cudaSuccess) return e;
     const int64_t items = a->batch * a->qh * ((a->sq + L::queries - 1) / L::queries);
-    const int64_t resident = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    const int64_t resident = (int64_t)lim.sms * (blocks > 0 ? blocks : 1);
     kernel<<<(unsigned)(items < resident ? items : resident), W * 32, L::bytes, stream>>>(*a);
     return cudaGetLastError();
 }
@@ -490,15 +519,14 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
     // 8 warps (128 queries an item) past 64 queries, K and V then read half as often; within the device's shared
     // memory a block (an H200's 227 KiB takes every layout; smaller GPUs take 4 warps, or the mask from global
     // memory, or the general path)
-    int device = 0, optin = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    device_limits lim;
+    if (current_device_limits(&lim) != cudaSuccess) {
         (void)cudaGetLastError();
         return false;
     }
     const int mb = a->mask ? (int)cinfer_dtype_size(a->mask_dtype) : 4;
     a->warps = a->sq > 64 ? 8 : 4;
-    while (flash_smem_bytes((int)a->hd, a->warps, mb, a->mask_stage) > (size_t)optin) {
+    while (flash_smem_bytes((int)a->hd, a->warps, mb, a->mask_stage) > (size_t)lim.optin) {
         if (a->warps == 8) a->warps = 4;
         else if (a->mask_stage == ATTN_FLASH_MASK_ROWS) a->mask_stage = ATTN_FLASH_MASK_LOADED, a->warps = a->sq > 64 ? 8 : 4;
         else return false;
