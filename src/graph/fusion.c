@@ -8,7 +8,8 @@
  *  - Relu(Conv(x) + r): the Conv adds the residual r (and applies the Relu) in its bias pass;
  *  - LayerNormalization(a + b) with a and b of one shape (BERT's residual joins): the LayerNorm reads b as a 4th
  *    input and adds it as it loads the row;
- *  - MatMul(X, W) + b with constant W and b: a Gemm with a bias epilogue over X's rows (reshaped around it);
+ *  - MatMul(X, W) + b with constant W and b: a Gemm with a bias epilogue over X's rows (reshaped around it), W
+ *    stored transposed ([N, K], transB = 1: nn.Linear's layout, for which cuBLASLt has its faster kernels);
  *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
  *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K);
  *  - attention (graph_fuse_attention, half-precision graphs only): softmax(Q.K^T * s + mask).V between the head
@@ -375,10 +376,34 @@ static int add_fused_node(graph *g, const char *base, const char *op, const int 
     return g->nodes[i].schema ? i : -1;
 }
 
+/* CINFER_GEMM_TRANSPOSED_WEIGHTS=0 keeps the fused Gemms' weights as the file has them (to compare). */
+static bool transposed_weights_wanted(void) {
+    const char *v = getenv("CINFER_GEMM_TRANSPOSED_WEIGHTS");
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* A new constant holding the float [K, N] matrix w transposed to [N, K]; -1 on OOM. */
+static int transposed_constant(graph *g, const char *base, const tensor *w) {
+    const int64_t K = w->dims[0], N = w->dims[1];
+    float *t = malloc((size_t)(K * N) * sizeof *t);
+    if (!t) return -1;
+    const float *src = w->data;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++) t[n * K + k] = src[k * N + n];
+    tensor wt = {.dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {N, K}, .data = t};
+    char name[512];
+    snprintf(name, sizeof name, "%s/weight_t", base);
+    int v = graph_new_constant(g, name, &wt);
+    free(t);
+    return v;
+}
+
 /* Y = MatMul(X, W) + b, W a 2-D constant [K, N], b a constant of N elements (or a scalar): one GEMM with a bias
  * epilogue over X seen as [rows, K] (GPU: cuBLASLt's BIAS epilogue, and one GEMM over every row instead of a
  * batched one per leading index). X of rank > 2 is reshaped on both sides; the output shape comes from Shape(X),
- * evaluated on the host while planning, so it costs nothing per run. */
+ * evaluated on the host while planning, so it costs nothing per run. W is stored transposed for transB = 1: on the
+ * H200, cuBLASLt gives float32 [K, N] weights a CUTLASS SIMT kernel about 5% slower than the one it gives the
+ * transposed layout (BERT-base's 72 GEMMs, bench/BENCHMARKS.md); CPU BLAS reads either. */
 static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
     if (!op_schema_find("", "Gemm") || !op_schema_find("", "Shape") || !op_schema_find("", "Slice") ||
         !op_schema_find("", "Concat") || !op_schema_find("", "Reshape"))
@@ -402,10 +427,13 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
         int y = g->nodes[i].outputs[0];
         char base[512];
         snprintf(base, sizeof base, "%s", g->nodes[mm].name);
-        int wv = g->nodes[mm].inputs[1];
-        if (xv->ndim == 2) { /* already 2-D: Gemm in place of the MatMul and Add */
+        int wv = g->nodes[mm].inputs[1], gemm = -1;
+        const bool rows_already = xv->ndim == 2, transpose = transposed_weights_wanted();
+        /* new values may move g->values: w, b and xv are not read past this point */
+        if (transpose && (wv = transposed_constant(g, base, w)) < 0) goto oom;
+        if (rows_already) { /* already 2-D: Gemm in place of the MatMul and Add */
             int in[3] = {x, wv, bias};
-            if (add_fused_node(g, base, "Gemm", in, 3, y) < 0) goto oom;
+            if ((gemm = add_fused_node(g, base, "Gemm", in, 3, y)) < 0) goto oom;
         } else {
             int64_t flat[2] = {-1, K}, zero = 0, minus1 = -1, last = Nn;
             char name[512];
@@ -424,13 +452,14 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
             if (x2 < 0 || flat_shape < 0 || y2 < 0 || xs < 0 || lead < 0 || ys < 0 || c0 < 0 || cm1 < 0 || cn < 0) goto oom;
             int r1[2] = {x, flat_shape}, gm[3] = {x2, wv, bias}, sh[1] = {x}, sl[4] = {xs, c0, cm1, c0}, cc[2] = {lead, cn},
                 r2[2] = {y2, ys};
-            if (add_fused_node(g, base, "Reshape", r1, 2, x2) < 0 || add_fused_node(g, base, "Gemm", gm, 3, y2) < 0 ||
+            if (add_fused_node(g, base, "Reshape", r1, 2, x2) < 0 || (gemm = add_fused_node(g, base, "Gemm", gm, 3, y2)) < 0 ||
                 add_fused_node(g, base, "Shape", sh, 1, xs) < 0 || add_fused_node(g, base, "Slice", sl, 4, lead) < 0)
                 goto oom;
             int concat = add_fused_node(g, base, "Concat", cc, 2, ys);
             if (concat < 0 || add_fused_node(g, base, "Reshape", r2, 2, y) < 0) goto oom;
             CINFER_TRY(graph_node_add_int_attr(&g->nodes[concat], "axis", 0));
         }
+        if (transpose) CINFER_TRY(graph_node_add_int_attr(&g->nodes[gemm], "transB", 1));
         g->nodes[i].removed = g->nodes[mm].removed = true;
         *changed = true;
         graph_recount_uses(g);
