@@ -5,6 +5,8 @@
 #   tests     cinfer gpus, the CUDA pytest suite (graphs, precisions, determinism too), the model tests, the
 #             precision and fusion unit tests and the ONNX node tests on cuda, the
 #             differential op tests (CUDA vs CPU with guard bytes)
+#   ops       the ONNX node tests and the differential op tests on cuda (as in "tests"), OPS_FILTER (a regex) narrowing
+#             both to the cases it matches
 #   models    ResNet-50 and BERT-base exported here, cinfer on CUDA vs onnxruntime (bench/gpu/check_models.py)
 #   alloc     allocator benchmark: a ResNet-50 batch-32 allocation trace replayed through the caching allocator
 #             and through cudaMalloc/cudaFree on two streams (bench/gpu/bench_alloc.c)
@@ -102,6 +104,10 @@ for what in "${@:-tests}"; do
         stage compare_verify timeout 540 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
             --models bert,resnet50,dlrm,image --precisions fp32,fp16 --no-agreement \
             --batches "bert:1,32,128;resnet50:1,32,256;dlrm:1,128;image:1"
+        ;;
+    ops)
+        stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures ${OPS_FILTER:+--filter "$OPS_FILTER"}
+        stage diff_ops $PY tests/ops/diff_ops.py --list ${OPS_FILTER:+--filter "$OPS_FILTER"}
         ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"

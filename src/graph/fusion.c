@@ -12,10 +12,9 @@
  *    stored transposed ([N, K], transB = 1: nn.Linear's layout, for which cuBLASLt has its faster kernels);
  *  - scale folding: Mul(Linear(x), c) or Div(Linear(x), c) with a scalar constant c, where only Reshape/Transpose-like reindexing sits
  *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K);
- *  - attention (graph_fuse_attention, half-precision graphs only): softmax(Q.K^T * s + mask).V between the head
- *    split and merge of 3-D projections becomes one Attention node (opset 23 semantics, 3-D inputs), which the GPU
- *    runs as one fused tensor-core kernel. Float32 graphs keep the pattern: their Attention would be the general
- *    path (float32 staging, two GEMMs, a row pass), no faster than the ops it replaces;
+ *  - attention (graph_fuse_attention, after the others): softmax(Q.K^T * s + mask).V between the head split and
+ *    merge of 3-D projections becomes one Attention node (opset 23 semantics, 3-D inputs), which the GPU runs as one
+ *    fused kernel (tensor cores in half precision, FMA units in float32), and the CPU with no layout copies;
  *  - elementwise chains (graph_fuse_elementwise_chains, last): runs of float elementwise steps with scalar constants
  *    (Sub, Div, Add, Clip, Relu, Sigmoid...) become one ElementwiseChain node, one pass over memory instead of one
  *    per step; in half-precision graphs it also takes in the precision casts at its ends.

@@ -146,9 +146,9 @@ cinfer_status graph_fuse(graph *g);
 /* Table lookups (Gather on axis 0 of a constant, maybe Unsqueezed) joined by a Concat, two or more of them, become one
  * internal LookupConcat node that writes each row into its place (graph/fusion_lookup.c). Called by graph_optimize. */
 cinfer_status graph_fuse_lookup_concat(graph *g);
-/* Half-precision graphs only (model.c calls it before graph_convert_precision): BERT-style self-attention
- * (softmax(Q.K^T * s + mask).V between head splits of 3-D projections) becomes one Attention node, which the CUDA
- * backend runs as a fused kernel. Leaves the graph sorted, dead nodes removed, host values marked. */
+/* BERT-style self-attention (softmax(Q.K^T * s + mask).V between head splits of 3-D projections) becomes one
+ * Attention node, which the CUDA backend runs as a fused kernel (and the CPU's Attention kernel without the layout
+ * copies). graph_optimize calls it last. Leaves the graph sorted, dead nodes removed, host values marked. */
 cinfer_status graph_fuse_attention(graph *g);
 /* Runs of float elementwise steps with scalar constants (Sub, Div, Add, Clip, Relu, Sigmoid...; each value between
  * read only by the next step) become one internal ElementwiseChain node (graph/shape/elementwise_chain.h): one pass

@@ -492,5 +492,5 @@ cinfer_status graph_optimize(graph *g) {
     graph_remove_dead_nodes(g);
     graph_compact(g);
     mark_value_needed(g);
-    return CINFER_OK;
+    return graph_fuse_attention(g);
 }

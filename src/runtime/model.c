@@ -180,9 +180,8 @@ static cinfer_status make_half_graph(cinfer_model *m, cinfer_dtype compute, int 
     if (m->half_graphs[slot]) return CINFER_OK;
     const bool last = slot >= 2;
     graph *g = graph_clone(m->graph);
-    cinfer_status st = g ? graph_fuse_attention(g)
+    cinfer_status st = g ? graph_convert_precision(g, compute)
                          : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory copying the graph for half precision");
-    if (st == CINFER_OK) st = graph_convert_precision(g, compute);
     if (st == CINFER_OK) st = graph_chain_absorb_casts(g);
     bool changed = false;
     if (st == CINFER_OK && last) st = graph_to_channels_last(g, &changed);

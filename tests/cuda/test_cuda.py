@@ -452,11 +452,11 @@ def test_fused_attention_of_an_unguarded_legacy_export_keeps_nan_rows_on_the_gpu
     np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)  # NaNs in the same places compare equal
 
 
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("case", sorted(ATTENTION_CASES))
 def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
-    """The fused half-precision Attention kernel (kernels/attention_flash.cu) against the CPU reference kernel at the
-    same precision: masks of each kind (bool, float broadcast over heads/queries, per head, shorter than the keys,
+    """The fused Attention kernels (half precision: kernels/attention_flash.cu; float32: attention_flash_f32.cu)
+    against the CPU reference kernel at the same precision: masks of each kind (bool, float broadcast over heads/queries, per head, shorter than the keys,
     none), GQA, 3-D and 4-D layouts, head sizes 32/64/128, query and key counts off the 64-row tiles, fully masked
     rows (zeros), a first key tile wholly masked, an odd key count (mask rows not paired for loads), masks read from
     global memory and staged in shared memory (one row, or a row per query)."""
@@ -495,6 +495,8 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     assert err <= 1.5 * ref_err + 1e-3, (err, ref_err)
     if precision == "fp16":
         np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)
+    if precision == "fp32":  # float32 on both sides: only the order of the sums differs
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def window_model(shape):

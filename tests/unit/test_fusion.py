@@ -499,7 +499,7 @@ def session_ops(lib, s):
         i += 1
 
 
-def half_attention_check(lib, m, feeds, fused, precision="fp16"):
+def attention_check(lib, m, feeds, fused, precision="fp16"):
     """Runs m at `precision` (profiled) against onnxruntime in float32; checks whether the attention was fused."""
     s = Session(lib, m.SerializeToString(), options={"precision": precision, "profile": "1"})
     ops = session_ops(lib, s)
@@ -509,6 +509,8 @@ def half_attention_check(lib, m, feeds, fused, precision="fp16"):
     assert np.array_equal(np.isfinite(got), np.isfinite(want))
     if precision == "bf16":  # 8 mantissa bits: a bound on the error relative to the output's scale instead
         assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
+    elif precision == "fp32":
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     else:
         np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2)
     return ops, got
@@ -516,27 +518,26 @@ def half_attention_check(lib, m, feeds, fused, precision="fp16"):
 
 @pytest.mark.parametrize("k_form", ["roundtrip", "direct", "swap"])
 @pytest.mark.parametrize("scale", ["div", "qk"])
-def test_self_attention_becomes_one_attention_node_in_half_precision(lib, k_form, scale):
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_self_attention_becomes_one_attention_node(lib, k_form, scale, precision):
     m = self_attention_model(k_form=k_form, scale=scale)
     feeds = attention_feeds()
-    ops, got = half_attention_check(lib, m, feeds, fused=True)
+    ops, got = attention_check(lib, m, feeds, fused=True, precision=precision)
     for gone in ("Softmax", "Transpose", "MatMul", "IsNaN", "Where", "Div", "Mul"):
         assert gone not in ops, ops
     assert np.all(got[2, 1] == 0), "the fully masked query row must be zeros (NaN guard)"
-    # float32 graphs keep the ops (their Attention would be no faster) and still match
-    ops = check_against_ort(lib, m, feeds, rtol=1e-4, atol=1e-5)
-    assert "Attention" not in ops and ops.get("Softmax") == 1, ops
 
 
 @pytest.mark.parametrize("mask,guard", [("keys", True), (None, False), ("full", True)])
 @pytest.mark.parametrize("seq,heads,size", [(16, 2, 64), (100, 3, 32), (130, 2, 128)])
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
-def test_fused_attention_in_half_precision_matches_float32(lib, mask, guard, seq, heads, size, precision):
-    """Half-precision sessions (on a GPU: the fused kernel; seq 100 and 130 leave partial query and key tiles)
-    against onnxruntime in float32, with the mask broadcast over queries or given per query, and with no mask."""
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_fused_attention_matches_float32(lib, mask, guard, seq, heads, size, precision):
+    """Float32 and half-precision sessions (on a GPU: the fused kernels; seq 100 and 130 leave partial query and key
+    tiles) against onnxruntime in float32, with the mask broadcast over queries or given per query, and with no
+    mask."""
     m = self_attention_model(seq=seq, heads=heads, size=size, mask=mask, guard=guard)
     feeds = attention_feeds(seq=seq, hidden=heads * size, mask=mask)
-    half_attention_check(lib, m, feeds, fused=True, precision=precision)
+    attention_check(lib, m, feeds, fused=True, precision=precision)
 
 
 def test_attention_with_a_dynamic_sequence_fuses_through_copied_dims(lib):
@@ -545,26 +546,26 @@ def test_attention_with_a_dynamic_sequence_fuses_through_copied_dims(lib):
     x_shape = ["batch", "seq", 128]
     m = self_attention_model(split=[0, 0, 2, 64], merge=[0, 0, 128], x_shape=x_shape, mask="keys",
                              mask_shape=["batch", 1, 1, "seq"])
-    half_attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
+    attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
     m = self_attention_model(x_shape=x_shape, mask="keys", mask_shape=["batch", 1, 1, "seq"])
-    half_attention_check(lib, m, attention_feeds(mask="keys"), fused=False)
+    attention_check(lib, m, attention_feeds(mask="keys"), fused=False)
 
 
 def test_attention_near_misses_stay_unfused(lib):
     """A mask that Add would broadcast along the keys (last dim 1), a Softmax over another axis, a probability
     tensor read elsewhere, a split into other batch/sequence dims (chunked attention), a merge into another shape, and
     a mask that enlarges the scores' batch: left as they are, and still right."""
-    half_attention_check(lib, self_attention_model(mask="keys", mask_last=1),
+    attention_check(lib, self_attention_model(mask="keys", mask_last=1),
                          attention_feeds(mask="keys", mask_last=1), fused=False)
-    half_attention_check(lib, self_attention_model(softmax_axis=2, mask=None), attention_feeds(mask=None), fused=False)
-    half_attention_check(lib, self_attention_model(guard=False, mask="keys", p_output=True),
+    attention_check(lib, self_attention_model(softmax_axis=2, mask=None), attention_feeds(mask=None), fused=False)
+    attention_check(lib, self_attention_model(guard=False, mask="keys", p_output=True),
                          attention_feeds(mask="keys"), fused=False)
-    half_attention_check(lib, self_attention_model(split=[4, 8, 2, 64], mask=None, x_shape=[2, 16, 128]),
+    attention_check(lib, self_attention_model(split=[4, 8, 2, 64], mask=None, x_shape=[2, 16, 128]),
                          attention_feeds(batch=2, mask=None), fused=False)
-    half_attention_check(lib, self_attention_model(merge=[1, -1, 128], mask=None, x_shape=[2, 16, 128]),
+    attention_check(lib, self_attention_model(merge=[1, -1, 128], mask=None, x_shape=[2, 16, 128]),
                          attention_feeds(batch=2, mask=None), fused=False)
     wide = {"x": attention_feeds(batch=1, mask=None)["x"], "m": attention_feeds(batch=3, mask="full")["m"]}
-    half_attention_check(lib, self_attention_model(x_shape=[1, 16, 128], mask_shape=[3, 1, 16, 16]), wide,
+    attention_check(lib, self_attention_model(x_shape=[1, 16, 128], mask_shape=[3, 1, 16, 16]), wide,
                          fused=False)
 
 
@@ -574,7 +575,7 @@ def test_attention_without_the_nan_guard_fuses_and_keeps_its_nan_rows(lib, mask)
     where Attention's own rule (and the guard) would make it zeros."""
     m = self_attention_model(mask=mask, guard=False)
     feeds = attention_feeds(mask=mask)
-    ops, got = half_attention_check(lib, m, feeds, fused=True)
+    ops, got = attention_check(lib, m, feeds, fused=True)
     assert "Softmax" not in ops, ops
     if mask == "full":
         assert np.all(np.isnan(got[2, 1])) and np.isfinite(got[2, 0]).all()
@@ -591,7 +592,7 @@ def test_legacy_export_attention_fuses_with_inferred_shapes(lib, k_form, guard, 
     assert not m.graph.value_info
     for seq in (16, 24):
         feeds = attention_feeds(seq=seq, mask=mask)
-        ops, _ = half_attention_check(lib, m, feeds, fused=True)
+        ops, _ = attention_check(lib, m, feeds, fused=True)
         assert "Softmax" not in ops and "Transpose" not in ops and ops["MatMul"] == 1, ops  # 1: the projection
 
 
@@ -599,7 +600,7 @@ def test_legacy_split_into_other_dims_stays_unfused(lib):
     """A computed split target that takes the sequence as the batch and the batch as the sequence is not the head
     split the pattern needs: left alone, and still right."""
     m = self_attention_model(mask=None, legacy=True, x_shape=["batch", "seq", 128], split_dims=(1, 0))
-    half_attention_check(lib, m, attention_feeds(mask=None), fused=False)
+    attention_check(lib, m, attention_feeds(mask=None), fused=False)
 
 
 def ln_join_model(pre_nodes, inputs, inits=None, value_info=()):
@@ -650,7 +651,7 @@ def test_a_mask_sliced_to_a_fixed_length_is_not_fused_into_attention(lib):
     del m.graph.value_info[:]
     x = attention_feeds(batch=1, seq=32, mask=None)["x"]
     for length in (1, 40):
-        half_attention_check(lib, m, {"x": x, "m": np.full((1, 1, 1, length), 0.5, np.float32)}, fused=False)
+        attention_check(lib, m, {"x": x, "m": np.full((1, 1, 1, length), 0.5, np.float32)}, fused=False)
 
 
 # ---- elementwise chains: runs of float steps with scalar constants -> one ElementwiseChain node ----
@@ -762,7 +763,7 @@ def test_chain_fusion_trusts_no_file_claims_and_keeps_attention_scales(lib):
     m.graph.node.insert(list(m.graph.node).index(div) + 1, N("Mul", ["ss0", "one_and_half"], ["ss"]))
     m.graph.initializer.append(numpy_helper.from_array(np.array(1.5, np.float32), "one_and_half"))
     del m.graph.value_info[:]
-    half_attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
+    attention_check(lib, m, attention_feeds(mask="keys"), fused=True)
 
 
 def lookup_model(form="stack", tables=3, rows=50, dim=8, near_miss=None):

@@ -18,9 +18,11 @@
 #include <type_traits>
 
 #include "backend/cuda/kernels/attention_flash.h"
+#include "backend/cuda/kernels/attention_flash.cuh"
 #include "backend/cuda/kernels/common.cuh"
 
 using namespace cinfer_cuda;
+using namespace cinfer_cuda::flash;
 
 namespace {
 
@@ -53,14 +55,6 @@ template <int D, int W, int MB, int STAGE> struct flash_layout {
     static constexpr size_t bytes = flash_smem_bytes(D, W, MB, STAGE);
     static_assert(bytes == mask_at + 2 * (size_t)mask_rows * mask_pitch, "flash_smem_bytes is this layout");
 };
-
-// 16 bytes global -> shared without passing through registers; src_bytes 0 fills zeros (rows past the end)
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-    const unsigned at = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void *p) {
     const unsigned at = (unsigned)__cvta_generic_to_shared(p);
@@ -98,23 +92,6 @@ template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi
 template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&v);
-}
-
-// The mask's element type, a template parameter so the per-element loads carry no type dispatch.
-template <typename M> struct mask_kind;
-template <> struct mask_kind<float> { static __device__ __forceinline__ float bias(float v) { return v; } };
-template <> struct mask_kind<__half> { static __device__ __forceinline__ float bias(__half v) { return __half2float(v); } };
-template <> struct mask_kind<__nv_bfloat16> {
-    static __device__ __forceinline__ float bias(__nv_bfloat16 v) { return __bfloat162float(v); }
-};
-template <> struct mask_kind<bool> {  // True attends (0), False masks (-inf)
-    static __device__ __forceinline__ float bias(bool v) { return v ? 0.0f : -INFINITY; }
-};
-struct no_mask {};
-
-// The additive bias of element j of a mask row; past mlen: -inf.
-template <typename M> __device__ __forceinline__ float mask_bias(const M *row, int64_t j, int64_t mlen) {
-    return j < mlen ? mask_kind<M>::bias(row[j]) : -INFINITY;
 }
 
 template <typename M> struct alignas(2 * sizeof(M)) mask_pair { M lo, hi; };
@@ -401,32 +378,6 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
     }
 }
 
-// The current device's opt-in shared memory a block and SM count: asked of the runtime once per device, read on
-// every run (attn_flash_fits, then the launch).
-struct device_limits {
-    int optin, sms;
-};
-cudaError_t current_device_limits(device_limits *out) {
-    constexpr int kDevices = 64;
-    static std::atomic<int> optin[kDevices], sms[kDevices];  // 0 until asked
-    int device = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e != cudaSuccess) return e;
-    const bool cached = device >= 0 && device < kDevices;
-    if (cached && (out->optin = optin[device].load(std::memory_order_acquire)) > 0) {
-        out->sms = sms[device].load(std::memory_order_relaxed);
-        return cudaSuccess;
-    }
-    if ((e = cudaDeviceGetAttribute(&out->optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&out->sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-        return e;
-    if (cached) {
-        sms[device].store(out->sms, std::memory_order_relaxed);  // before optin, which marks the entry filled
-        optin[device].store(out->optin, std::memory_order_release);
-    }
-    return cudaSuccess;
-}
-
 template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_warps(const attn_flash_args *a, cudaStream_t stream) {
     using L = flash_layout<D, W, std::is_same<M, no_mask>::value ? 4 : (int)sizeof(M), STAGE>;
     auto kernel = flash_attention<T, D, W, M, STAGE>;
@@ -483,26 +434,12 @@ template <typename T> cudaError_t launch_size(const attn_flash_args *a, cudaStre
     }
 }
 
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
 }  // namespace
 
 extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
+    if (t == CINFER_DTYPE_FLOAT) return attn_flash_f32_fits(a);
     if (t != CINFER_DTYPE_FLOAT16 && t != CINFER_DTYPE_BFLOAT16) return false;
-    if (a->hd != 32 && a->hd != 64 && a->hd != 128) return false;
-    if (a->sq <= 0 || a->skv <= 0 || a->batch <= 0 || a->batch > 65535 || a->qh <= 0 || a->qh > 65535) return false;
-    if (a->kvh <= 0 || a->qh % a->kvh != 0) return false;
-    // work items (64 queries of a head, at the smaller block) and key tiles counted in int, with room for an item
-    // index plus the grid size
-    if (a->sq > INT32_MAX || a->skv > INT32_MAX || a->batch * a->qh * ((a->sq + 63) / 64) > INT32_MAX / 2) return false;
-    // 16-byte rows: every stride a multiple of 8 elements and the bases aligned
-    const int64_t strides[] = {a->q_sb, a->q_sh, a->q_ss, a->kv_sb, a->kv_sh, a->kv_ss, a->y_sb, a->y_sh, a->y_ss};
-    for (int64_t s : strides)
-        if (s % 8 != 0) return false;
-    if (!aligned16(a->q) || !aligned16(a->k) || !aligned16(a->v) || !aligned16(a->y)) return false;
-    if (a->mask && a->mask_dtype != CINFER_DTYPE_FLOAT && a->mask_dtype != CINFER_DTYPE_FLOAT16 &&
-        a->mask_dtype != CINFER_DTYPE_BFLOAT16 && a->mask_dtype != CINFER_DTYPE_BOOL)
-        return false;
+    if (!flash_args_fit(a, 8)) return false;
     if (a->mask) {
         const size_t pair = 2 * cinfer_dtype_size(a->mask_dtype);
         a->mask_pairs = ((uintptr_t)a->mask % pair) == 0 && a->ms_b % 2 == 0 && a->ms_h % 2 == 0 && a->ms_q % 2 == 0;
@@ -535,6 +472,7 @@ extern "C" bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a) {
 }
 
 extern "C" cudaError_t attn_flash_run(cinfer_dtype t, const attn_flash_args *a, cudaStream_t stream) {
+    if (t == CINFER_DTYPE_FLOAT) return attn_flash_f32_run(a, stream);
     if (t == CINFER_DTYPE_FLOAT16) return launch_size<__half>(a, stream);
     if (t == CINFER_DTYPE_BFLOAT16) return launch_size<__nv_bfloat16>(a, stream);
     return cudaErrorInvalidValue;

@@ -1,7 +1,7 @@
-/* Launcher of the fused attention kernel (kernels/attention_flash.cu): Y = softmax(scale * Q.K^T + mask).V for
- * float16/bfloat16 Q, K, V with head size 32, 64 or 128, one pass over the keys per 64 or 128 queries with the
- * scores in registers (tensor-core products, float32 online softmax), so neither the scores nor a head-major copy of
- * Q, K, V or Y ever reach device memory. Plain C types only. */
+/* Launchers of the fused attention kernels: Y = softmax(scale * Q.K^T + mask).V for Q, K, V with head size 32, 64 or
+ * 128, one pass over the keys per 64 or 128 queries with a float32 online softmax, so neither the scores nor a
+ * head-major copy of Q, K, V or Y ever reach device memory. float16/bfloat16 run on tensor cores
+ * (kernels/attention_flash.cu), float32 on the FMA units (kernels/attention_flash_f32.cu). Plain C types only. */
 #ifndef CINFER_CUDA_KERNELS_ATTENTION_FLASH_H
 #define CINFER_CUDA_KERNELS_ATTENTION_FLASH_H
 
@@ -44,6 +44,10 @@ bool attn_flash_fits(cinfer_dtype t, attn_flash_args *a);
 
 /* Launches the kernel for arguments attn_flash_fits accepted (it is not checked again on this per-run path). */
 cudaError_t attn_flash_run(cinfer_dtype t, const attn_flash_args *a, cudaStream_t stream);
+
+/* The float32 kernel's own check and launch (attn_flash_fits and attn_flash_run call them for float32). */
+bool attn_flash_f32_fits(attn_flash_args *a);
+cudaError_t attn_flash_f32_run(const attn_flash_args *a, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
