@@ -286,7 +286,7 @@ def main():
               f"{best[placements[1]]:,.0f} infer/s = {best[placements[0]] / max(1e-9, best[placements[1]]):.2f}x")
     if offline:
         c0 = first["throughput"]
-        print(f"\nengine offline (`cinfer bench`, host api, page-locked inputs) at the batch the instance ran ({formed}): {offline:,.0f} items/s; server at "
+        print(f"\nengine offline (`cinfer bench`, host api, page-locked io) at the batch the instance ran ({formed}): {offline:,.0f} items/s; server at "
               f"concurrency {first['concurrency']} ({first['placement']}): {c0:,.0f} infer/s = {c0 / offline:.0%}")
     else:
         print(f"\nengine offline at batch {formed}: failed: {detail}")

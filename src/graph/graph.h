@@ -152,7 +152,7 @@ cinfer_status graph_fuse_lookup_concat(graph *g);
 cinfer_status graph_fuse_attention(graph *g);
 /* Runs of float elementwise steps with scalar constants (Sub, Div, Add, Clip, Relu, Sigmoid...; each value between
  * read only by the next step) become one internal ElementwiseChain node (graph/shape/elementwise_chain.h): one pass
- * over memory instead of one per step. graph_optimize calls it last, after the fusions that take such ops
+ * over memory instead of one per step. graph_optimize calls it after the fusions that take such ops
  * themselves (Conv/Gemm + Relu, GELU, scales). */
 cinfer_status graph_fuse_elementwise_chains(graph *g);
 /* Half-precision graphs (model.c, after graph_convert_precision): a chain reading a float model input through the

@@ -78,6 +78,17 @@ def test_cpu_run_never_loads_cuda(tmp_path):
     assert out.stdout.strip().endswith("CLEAN"), out.stdout + out.stderr
 
 
+def test_bench_on_a_gpu_times_page_locked_io(cli, gpus):
+    """`cinfer bench --device cuda` runs into page-locked outputs allocated once (cinfer_session_run_into), as its
+    inputs are page-locked, and says so in its header."""
+    need_gpu(gpus)
+    model = pathlib.Path(__file__).resolve().parents[2] / "examples" / "models" / "mlp.onnx"
+    r = subprocess.run([cli, "bench", str(model), "--device", "cuda", "--batch", "3", "--iters", "5", "--warmup", "1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "io: page-locked" in r.stdout and "latency" in r.stdout, r.stdout
+
+
 def test_cli_gpus(cli, gpus):
     r = subprocess.run([cli, "gpus"], capture_output=True, text=True)
     devices, why = gpus
@@ -456,10 +467,11 @@ def test_fused_attention_of_an_unguarded_legacy_export_keeps_nan_rows_on_the_gpu
 @pytest.mark.parametrize("case", sorted(ATTENTION_CASES))
 def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     """The fused Attention kernels (half precision: kernels/attention_flash.cu; float32: attention_flash_f32.cu)
-    against the CPU reference kernel at the same precision: masks of each kind (bool, float broadcast over heads/queries, per head, shorter than the keys,
-    none), GQA, 3-D and 4-D layouts, head sizes 32/64/128, query and key counts off the 64-row tiles, fully masked
-    rows (zeros), a first key tile wholly masked, an odd key count (mask rows not paired for loads), masks read from
-    global memory and staged in shared memory (one row, or a row per query)."""
+    against the CPU reference kernel at the same precision: masks of each kind (bool, float broadcast over
+    heads/queries, per head, shorter than the keys, none), GQA, 3-D and 4-D layouts, head sizes 32/64/128, query and
+    key counts off the 64-row tiles, fully masked rows (zeros), a first key tile wholly masked, an odd key count
+    (mask rows not paired for loads), masks read from global memory and staged in shared memory (one row, or a row
+    per query)."""
     need_gpu(gpus)
     rank, qh, kvh, sq, skv, hd, mask, scale = ATTENTION_CASES[case]
     rng = np.random.default_rng(7)
@@ -496,6 +508,30 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
     if precision == "fp16":
         np.testing.assert_allclose(got, want, rtol=3e-2, atol=4e-3)
     if precision == "fp32":  # float32 on both sides: only the order of the sums differs
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_float32_attention_rows_masked_by_the_lowest_float_average_v(lib, gpus):
+    """A float32 mask of -FLT_MAX (the exporters' finite "minus infinity") over a whole row leaves every key equally
+    likely, so the row is the mean of V on the CPU reference, and must be on the float32 kernel too (not zeros or NaN,
+    as scaling the mask by log2(e) before the softmax once made it). Both of the kernel's mask paths: staged (rows of
+    128 floats) and loaded per score (rows of 130)."""
+    need_gpu(gpus)
+    lowest = np.finfo(np.float32).min
+    rng = np.random.default_rng(3)
+    for sq, skv, hd in [(64, 128, 64), (70, 130, 64)]:
+        data_model = attention_model(3, 2, 2, sq, skv, hd, (TensorProto.FLOAT, (2, 1, sq, skv)))
+        feeds = {"q": rng.standard_normal((2, sq, 2 * hd)).astype(np.float32),
+                 "k": rng.standard_normal((2, skv, 2 * hd)).astype(np.float32),
+                 "v": rng.standard_normal((2, skv, 2 * hd)).astype(np.float32),
+                 "m": np.zeros((2, 1, sq, skv), np.float32)}
+        feeds["m"][0] = lowest  # every query of sequence 0
+        feeds["m"][1, 0, 3, :] = lowest  # one query of sequence 1
+        want = Session(lib, data_model, device="cpu").run(feeds)[0]
+        got = Session(lib, data_model, device="cuda:0").run(feeds)[0]
+        mean_v = feeds["v"].reshape(2, skv, 2, hd).mean(axis=1)  # [sequence, head, size]
+        np.testing.assert_allclose(want[0].reshape(sq, 2, hd), np.broadcast_to(mean_v[0], (sq, 2, hd)), rtol=1e-4,
+                                   atol=1e-5)  # the reference's rule, which the kernel is held to below
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -186,6 +186,30 @@ def test_matmul_bias_becomes_one_gemm(lib, rank):
     np.testing.assert_allclose(s.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
 
 
+class ModelStats(ctypes.Structure):
+    _fields_ = [("opset", ctypes.c_int64), ("num_nodes", ctypes.c_size_t), ("num_nodes_original", ctypes.c_size_t),
+                ("num_parameters", ctypes.c_size_t), ("parameter_bytes", ctypes.c_size_t),
+                ("num_host_shape_nodes", ctypes.c_size_t)]
+
+
+def test_a_weight_shared_by_matmuls_is_transposed_once(lib):
+    """MatMul + bias Gemms store their weight transposed (transB = 1); layers that share one weight (ALBERT's) share
+    its transposed copy too: the model holds no more parameters than the file, and every layer still computes."""
+    layers, nodes = 4, []
+    for i in range(layers):
+        src = "x" if i == 0 else f"y{i - 1}"
+        nodes += [N("MatMul", [src, "w"], [f"m{i}"]), N("Add", [f"m{i}", f"b{i}"], [f"y{i}"])]
+    inits = {"w": f32(16, 16, seed=1) * 0.25, **{f"b{i}": f32(16, seed=10 + i) for i in range(layers)}}
+    m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+              [helper.make_tensor_value_info(f"y{layers - 1}", TensorProto.FLOAT, None)], inits)
+    ops = check_against_ort(lib, m, {"x": f32(3, 16)})
+    assert ops == {"Gemm": layers}, ops
+    s = Session(lib, m.SerializeToString())
+    stats = ModelStats()
+    lib.check(lib.lib.cinfer_model_get_stats(s.model, ctypes.byref(stats)))
+    assert stats.num_parameters == 16 * 16 + layers * 16, stats.num_parameters
+
+
 @pytest.mark.parametrize("form", ["gemm", "matmul_add"])
 def test_gemm_relu_fuses_into_the_gemm(lib, form):
     """Relu after a Gemm (or after the Gemm a 2-D MatMul + bias becomes) runs in the Gemm (a GPU: cuBLASLt's

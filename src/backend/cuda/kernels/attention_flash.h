@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 /* The mask is read per score from global memory, or staged in shared memory with each K/V tile: one row per
- * (batch, head) when it is the same for every query, a row per query (1- and 2-byte masks) otherwise. */
+ * (batch, head) when it is the same for every query, a row per query otherwise (half-precision kernel: 1- and
+ * 2-byte masks; float32 kernel: any mask, every row, with 16-byte aligned rows). */
 enum { ATTN_FLASH_MASK_LOADED = 0, ATTN_FLASH_MASK_ROW = 1, ATTN_FLASH_MASK_ROWS = 2 };
 
 /* Element (b, h, i, d) of Q is q[b * q_sb + h * q_sh + i * q_ss + d] (3-D [batch, seq, heads * size] and 4-D

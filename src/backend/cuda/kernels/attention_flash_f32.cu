@@ -5,14 +5,14 @@
 // shared memory with cp.async in three streams of groups: Q with the first K; each V while its tile's scores are
 // computed; each next K while this tile's P.V runs, so neither product waits for its operand's load. Thread
 // (ty, tx) of a 16 x 8 grid owns query rows ty + 16i (i < 4): their scores at keys tx + 8j (j < 8) and their output
-// at head columns 4tx + 32c onwards (c < D / 32). Both products are register tiles of 32 FMAs a 16-byte operand
-// load, and a warp's loads touch each shared-memory bank once (rows padded so 4 query rows, 8 key rows or a 128-byte
-// row segment fall in distinct banks). A row's softmax state (running max and sum, the output's rescaling) stays
-// with its 8 threads, joined by shuffles; P goes through shared memory to the threads of the output columns. The
-// mask, the fully masked rule (zeros) and NaN rows follow the half-precision kernel (attention_flash.cu) and so the
-// Attention reference (backend/cpu/attention_sdpa.c). What differs from the reference is rounding: the scale
-// multiplies each score (the reference scales Q and K by its square root) and exponentials are exp2 of
-// log2(e)-scaled scores (within 2 ulp).
+// at head columns 4tx + 32c onwards (c < D / 32). Both products are register tiles, each 16-byte operand load
+// feeding 16 FMAs (12 loads a warp for 128 FMAs a step of 4), and a warp's loads touch each shared-memory bank once
+// (rows padded so 4 query rows, 8 key rows or a 128-byte row segment fall in distinct banks). A row's softmax state
+// (running max and sum, the output's rescaling) stays with its 8 threads, joined by shuffles; P goes through shared
+// memory to the threads of the output columns. The mask, the fully masked rule (zeros) and NaN rows follow the
+// half-precision kernel (attention_flash.cu) and so the Attention reference (backend/cpu/attention_sdpa.c). What
+// differs from the reference is rounding: the scale multiplies each score (the reference scales Q and K by its
+// square root) and exponentials are exp2 of log2(e)-scaled differences from the row maximum (within 2 ulp).
 #include <math.h>
 #include <stdint.h>
 
@@ -33,7 +33,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 // Shared memory (floats): Q, K and V [64][D + 4], P [64][64 + 8]. Q's 4 rows ty.. (stride 1 row) and K's 8 rows
 // tx + 8j fall 4 banks apart (D + 4 = 4 mod 32); P's 4 rows ty.. 8 banks apart, for its 8-float row segments.
 constexpr int kPitchP = kKeys + 8;
-constexpr size_t f32_smem_bytes(int d) { return sizeof(float) * ((size_t)3 * kKeys * (d + 4) + (size_t)kQueries * kPitchP); }
+constexpr size_t f32_smem_bytes(int d) {
+    return sizeof(float) * ((size_t)3 * kKeys * (d + 4) + (size_t)kQueries * kPitchP);
+}
 
 __device__ __forceinline__ float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
 
@@ -49,7 +51,7 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // there by the warp that then overwrites it with the row's probabilities; else each score's mask element is loaded
 // from global memory (L1 rarely holds it: ncu had 34% of the kernel's stalls on those loads).
 template <int D, typename M, bool STAGED>
-__global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_args a) {
+__global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1) flash_attention_f32(attn_flash_args a) {
     constexpr bool masked = !std::is_same<M, no_mask>::value;
     using MT = typename std::conditional<masked, M, float>::type;
     constexpr int LD = D + 4, OC = D / 32, kChunks = D / 4;  // OC: 4-column groups of the output a thread
@@ -73,8 +75,9 @@ __global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_ar
         }
     };
     const MT *mask_base = masked ? static_cast<const MT *>(a.mask) + b * a.ms_b + h * a.ms_h : nullptr;
-    // the mask's tile of keys k0.. into P's buffer (row r at byte r * kPitchP * 4): rows past the queries and elements
-    // past mlen zero-fill (those are masked by index below); a mask the same for every query is copied to every row
+    // the mask's tile of keys k0.. into P's buffer (row r at byte r * kPitchP * 4): elements past mlen zero-fill
+    // (masked by index below), rows past the queries too (never read: those rows are not written); a mask the same
+    // for every query is copied to every row
     constexpr int kMaskPerChunk = 16 / (int)sizeof(MT), kMaskChunks = kKeys / kMaskPerChunk;
     auto load_mask = [&](int64_t k0) {
         if constexpr (STAGED) {
@@ -97,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_ar
     load_tile(sv, vp, a.kv_ss, a.skv);
     cp_async_commit();
 
-    // rows ty + 16i: running max (log2-scaled), partial sum (this thread's columns; summed over the row's threads at
+    // rows ty + 16i: running max, partial sum (this thread's columns; summed over the row's threads at
     // the end, NaN once a score was NaN), whether a mask value was not -inf, the output columns
     float run_max[4], run_sum[4], o[4][OC][4];
     bool open[4];
@@ -107,7 +110,6 @@ __global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_ar
 #pragma unroll
         for (int c = 0; c < OC; c++) o[i][c][0] = o[i][c][1] = o[i][c][2] = o[i][c][3] = 0.0f;
     }
-    const float scale2 = a.scale * kLog2e;
 
     for (int tile = 0; tile < tiles; tile++) {
         const int64_t k0 = (int64_t)tile * kKeys;
@@ -144,8 +146,10 @@ __global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_ar
             __syncthreads();
         }
 
-        // scale, mask, keys past the end (log2-scaled); the online softmax of each row over its 8 threads (lanes
-        // xor 1, 2, 4)
+        // scale, mask, keys past the end; the online softmax of each row over its 8 threads (lanes xor 1, 2, 4).
+        // Scores stay in natural units and only their differences from the row maximum are scaled by log2(e): a
+        // finite mask of -FLT_MAX (the exporters' "minus infinity") scaled first would become -inf, and a row masked
+        // wholly by it would come out zeros instead of the reference's uniform average.
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int64_t row = q0 + ty + 16 * i;
@@ -156,14 +160,16 @@ __global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_ar
             float bias[8];
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                bias[j] = !mask_row ? 0.0f : k0 + tx + 8 * j < a.mlen ? mask_kind<MT>::bias(mask_row[tx + 8 * j]) : -INFINITY;
+                bias[j] = !mask_row                  ? 0.0f
+                          : k0 + tx + 8 * j < a.mlen ? mask_kind<MT>::bias(mask_row[tx + 8 * j])
+                                                     : -INFINITY;
             if constexpr (STAGED) __syncwarp();  // the row's staged mask is read before its probabilities overwrite it
             float tile_max = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 float v = -INFINITY;
                 if (tx + 8 * j < k_valid) {
-                    v = fmaf(s[i][j], scale2, bias[j] * kLog2e);
+                    v = fmaf(s[i][j], a.scale, bias[j]);
                     if (masked && !(bias[j] == -INFINITY)) open[i] = true;  // NaN counts as open, as in the reference
                 }
                 s[i][j] = v;
@@ -173,13 +179,14 @@ __global__ void __launch_bounds__(kThreads, 3) flash_attention_f32(attn_flash_ar
             for (int x = 1; x < 8; x <<= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, x));
             const float m_new = fmaxf(run_max[i], tile_max);
             // every score so far -inf: nothing to add yet (alpha 1; 2^(-inf - 0) = 0 below)
-            const float alpha = m_new == -INFINITY ? 1.0f : run_max[i] == -INFINITY ? 0.0f : exp2_approx(run_max[i] - m_new);
+            const float alpha =
+                m_new == -INFINITY ? 1.0f : run_max[i] == -INFINITY ? 0.0f : exp2_approx((run_max[i] - m_new) * kLog2e);
             const float base = m_new == -INFINITY ? 0.0f : m_new;
             run_max[i] = m_new;
             float tile_sum = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const float p = exp2_approx(s[i][j] - base);
+                const float p = exp2_approx((s[i][j] - base) * kLog2e);
                 sp[(ty + 16 * i) * kPitchP + tx + 8 * j] = p;
                 tile_sum += p;
             }

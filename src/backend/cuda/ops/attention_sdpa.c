@@ -9,9 +9,10 @@
  *   rows kernel                 rounding, softcap, mask/causal/window/padding bias, softmax, qk output
  *   Y = P.V                     cuBLASLt, past values then new values (beta 1)
  * Units go in chunks so the score block stays within ATTN_SCORE_BUDGET floats. All temporaries come from one
- * cuda_scratch request; everything is queued on x->stream. Half-precision attention without past, causal or
- * window options, softcap or extra outputs (what the fusion of BERT-style graphs produces) skips all of that: one
- * fused kernel (kernels/attention_flash.cu) reads Q, K, V in place and writes Y. */
+ * cuda_scratch request; everything is queued on x->stream. Attention without past, causal or window options,
+ * softcap or extra outputs (what the fusion of BERT-style graphs produces) skips all of that: one fused kernel
+ * (kernels/attention_flash.cu on tensor cores for float16/bfloat16, attention_flash_f32.cu for float32) reads Q,
+ * K, V in place and writes Y. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -171,8 +172,8 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
     ra.nan_to_zero = graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0;
     ra.empty_rows_nan = graph_attr_int(n, "cinfer_empty_rows_nan", 0) != 0;
 
-    /* the common case (BERT-style self-attention in half precision, what graph/fusion.c makes of the exported
-     * pattern) runs as one fused kernel; the rest of Attention's options go the general way below */
+    /* the common case (BERT-style self-attention, what graph/fusion.c makes of the exported pattern) runs as one
+     * fused kernel; the rest of Attention's options go the general way below */
     const bool want_extras = (num_out > 1 && out[1].data) || (num_out > 2 && out[2].data) || ra.qk;
     if (qt == vt && !has_past && !want_extras && !a.causal && !a.window && softcap == 0 && !ra.nonpad && hd == hdv &&
         (!a.has_softmax_precision || a.softmax_precision == CINFER_DTYPE_FLOAT) && tensor_numel(&out[0]) > 0) {
