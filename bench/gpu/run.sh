@@ -79,6 +79,10 @@ server_env() {
     export PYTHONPATH="$WORK/py312:${PYTHONPATH:-}" CINFER_SERVER="$B/bin/cinfer-server" \
            CINFER_FAKE_NVML="$B/fake_nvml/libnvidia-ml.so"
 }
+op_tests() { # the ONNX node tests and the differential op tests on cuda, OPS_FILTER narrowing both
+    stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures ${OPS_FILTER:+--filter "$OPS_FILTER"}
+    stage diff_ops $PY tests/ops/diff_ops.py --list ${OPS_FILTER:+--filter "$OPS_FILTER"}
+}
 UNIT_CUDA_TESTS="tests/unit/test_precision.py tests/unit/test_fusion.py" # the unit tests that take CINFER_TEST_DEVICE
 smoke() { # the first minutes of tests
     stage gpus "$B/bin/cinfer" gpus
@@ -90,8 +94,7 @@ for what in "${@:-tests}"; do
     tests)
         smoke
         stage model_tests_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider tests/models
-        stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures
-        stage diff_ops $PY tests/ops/diff_ops.py --list
+        op_tests
         ;;
     smoke) smoke ;;
     verify)
@@ -105,10 +108,7 @@ for what in "${@:-tests}"; do
             --models bert,resnet50,dlrm,image --precisions fp32,fp16 --no-agreement \
             --batches "bert:1,32,128;resnet50:1,32,256;dlrm:1,128;image:1"
         ;;
-    ops)
-        stage node_tests_cuda $PY tests/onnx_node/run_node_tests.py --device cuda --list-failures ${OPS_FILTER:+--filter "$OPS_FILTER"}
-        stage diff_ops $PY tests/ops/diff_ops.py --list ${OPS_FILTER:+--filter "$OPS_FILTER"}
-        ;;
+    ops) op_tests ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"
         ;;

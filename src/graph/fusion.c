@@ -381,23 +381,23 @@ static bool transposed_weights_wanted(void) {
     return !v || strcmp(v, "0") != 0;
 }
 
-/* A new constant holding the float [K, N] matrix w transposed to [N, K]; -1 on OOM. In 32 x 32 blocks, so both
+/* A new constant holding the float [K, N] constant value w transposed to [N, K]; -1 on OOM. Made as a copy of w's
+ * bytes (w's own buffer stays until compaction) and transposed into place from w's buffer, in 32 x 32 blocks so both
  * sides stream through the cache (BERT-base's 72 weights, 85 M floats, at load). */
-static int transposed_constant(graph *g, const char *base, const tensor *w) {
+static int transposed_constant(graph *g, const char *base, int w) {
     enum { BLOCK = 32 };
-    const int64_t K = w->dims[0], N = w->dims[1];
-    float *t = malloc((size_t)(K * N) * sizeof *t);
-    if (!t) return -1;
-    const float *src = w->data;
+    const float *src = g->values[w].constant.data;
+    const int64_t K = g->values[w].constant.dims[0], N = g->values[w].constant.dims[1];
+    tensor shape = {.dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {N, K}, .data = (void *)src};
+    char name[512];
+    snprintf(name, sizeof name, "%s/weight_t", base);
+    int v = graph_new_constant(g, name, &shape); /* may move g->values, not the buffers */
+    if (v < 0) return -1;
+    float *t = g->values[v].constant.data;
     for (int64_t k0 = 0; k0 < K; k0 += BLOCK)
         for (int64_t n0 = 0; n0 < N; n0 += BLOCK)
             for (int64_t k = k0; k < k0 + BLOCK && k < K; k++)
                 for (int64_t n = n0; n < n0 + BLOCK && n < N; n++) t[n * K + k] = src[k * N + n];
-    tensor wt = {.dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {N, K}, .data = t};
-    char name[512];
-    snprintf(name, sizeof name, "%s/weight_t", base);
-    int v = graph_new_constant(g, name, &wt);
-    free(t);
     return v;
 }
 
@@ -412,6 +412,7 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
         !op_schema_find("", "Concat") || !op_schema_find("", "Reshape"))
         return CINFER_OK;
     int num_nodes = g->num_nodes; /* nodes added below are not revisited */
+    const bool transpose = transposed_weights_wanted();
     /* a weight several MatMuls share (ALBERT's layers) is transposed once: its transposed value, or -1 */
     const int num_values = g->num_values;
     int *transposed_of = malloc((size_t)(num_values ? num_values : 1) * sizeof *transposed_of);
@@ -436,9 +437,9 @@ static cinfer_status fuse_matmul_bias(graph *g, bool *changed) {
         char base[512];
         snprintf(base, sizeof base, "%s", g->nodes[mm].name);
         int wv = g->nodes[mm].inputs[1], gemm = -1;
-        const bool rows_already = xv->ndim == 2, transpose = transposed_weights_wanted();
+        const bool rows_already = xv->ndim == 2;
         /* new values may move g->values: w, b and xv are not read past this point */
-        if (transpose && transposed_of[wv] < 0 && (transposed_of[wv] = transposed_constant(g, base, w)) < 0) goto oom;
+        if (transpose && transposed_of[wv] < 0 && (transposed_of[wv] = transposed_constant(g, base, wv)) < 0) goto oom;
         if (transpose) wv = transposed_of[wv];
         if (rows_already) { /* already 2-D: Gemm in place of the MatMul and Add */
             int in[3] = {x, wv, bias};

@@ -500,13 +500,17 @@ done:
  * bytes per node (an H200 copies about 4 MiB on the device in 2 us): a property of the plan, decided once. */
 #define CALLER_BIND_BYTES_PER_NODE ((size_t)4 << 20)
 
+/* Bytes of model input i that a device run copies into the plan's own buffer (0: none; host-evaluated inputs stay
+ * on the host, an empty one keeps its own non-NULL slot, so an optional input's presence reads the same). */
+static size_t device_input_bytes(const graph *g, const plan *p, int i) {
+    const tensor *t = &p->values[g->inputs[i]];
+    return g->values[g->inputs[i]].value_needed || !t->data ? 0 : tensor_nbytes(t);
+}
+
 static bool caller_binding_pays(const graph *g, const plan *p) {
     size_t copy_bytes = 0, nodes = 0;
     for (int i = 0; i < g->num_nodes; i++) nodes += p->node_runs[i];
-    for (int i = 0; i < g->num_inputs; i++) {
-        const tensor *t = &p->values[g->inputs[i]];
-        if (!g->values[g->inputs[i]].value_needed && t->data) copy_bytes += tensor_nbytes(t);
-    }
+    for (int i = 0; i < g->num_inputs; i++) copy_bytes += device_input_bytes(g, p, i);
     for (int k = 0; k < g->num_outputs; k++) copy_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
     return copy_bytes >= nodes * CALLER_BIND_BYTES_PER_NODE;
 }
@@ -638,8 +642,8 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
         if (p->offsets[v] >= 0) p->values[v].data = (char *)p->arena + p->offsets[v];
     if (!s->backend->iface->host_memory) {
         st = bind_device_values(s, p);
-        p->caller_binding_pays = caller_binding_pays(g, p);
         if (st != CINFER_OK) goto fail;
+        p->caller_binding_pays = caller_binding_pays(g, p);
     }
     free(in_arena);
     *out = p;
@@ -874,9 +878,8 @@ static bool caller_buffers_bindable(cinfer_session *s, const plan *p, const cinf
     backend *b = s->backend;
     if (!p->caller_binding_pays || !b->iface->owns_device_range || s->guard_bytes) return false;
     for (int i = 0; i < g->num_inputs; i++) {
-        const tensor *t = &p->values[g->inputs[i]];
-        size_t nb = tensor_nbytes(t);
-        if (g->values[g->inputs[i]].value_needed || !t->data || !nb) continue;
+        size_t nb = device_input_bytes(g, p, i);
+        if (!nb) continue;
         if ((uintptr_t)bound[i]->data % CALLER_BIND_ALIGN || !b->iface->owns_device_range(b, bound[i]->data, nb))
             return false;
     }
@@ -906,9 +909,7 @@ static cinfer_status run_on_caller_buffers(cinfer_session *s, plan *p, const cin
     for (int i = 0; i < g->num_inputs; i++) {
         tensor *t = &p->values[g->inputs[i]];
         own_inputs[i] = t->data;
-        /* as caller_buffers_bindable: an empty input keeps its own (non-NULL) slot, so an optional input's
-         * presence reads the same either way */
-        if (!g->values[g->inputs[i]].value_needed && t->data && tensor_nbytes(t)) t->data = bound[i]->data;
+        if (device_input_bytes(g, p, i)) t->data = bound[i]->data; /* the inputs caller_buffers_bindable checked */
     }
     for (int k = 0; k < g->num_outputs; k++) {
         own_outputs[k] = p->values[g->outputs[k]].data;

@@ -343,9 +343,7 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         }
 
         if (tile == tiles - 1) {
-            // Y rows: O / sum; fully masked rows are zeros; NaN rows (a NaN score, or +inf, whose exp is NaN) are
-            // NaN or, with the guard, zeros; rows whose every score is -inf are zeros, as the unfused CUDA path gives
-            // (NaN, as a Softmax gives them, where the node replaced an unguarded one: empty_rows_nan)
+            // Y rows: O times flash_row_scale (1 / sum, or the zero and NaN rows' rules)
             T *yp = static_cast<T *>(a.y) + (int64_t)w.b * a.y_sb + (int64_t)w.h * a.y_sh;
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -357,10 +355,7 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
                 any_open |= __shfl_xor_sync(0xffffffffu, any_open, 2);
                 const int64_t row = row0 + 8 * r;
                 if (row >= a.sq) continue;
-                const bool is_bad = sum != sum || run_max[r] == INFINITY;  // a NaN score (or +inf, whose exp is NaN)
-                const bool zero = (masked && !any_open) || (!is_bad && !(sum > 0.0f));
-                const float scale =
-                    zero ? (a.empty_rows_nan ? NAN : 0.0f) : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
+                const float scale = flash_row_scale(a, sum, run_max[r], masked, any_open);
                 T *yr = yp + row * a.y_ss;
 #pragma unroll
                 for (int j = 0; j < D / 8; j++) {
@@ -381,11 +376,7 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
 template <typename T, int D, int W, typename M, int STAGE> cudaError_t launch_warps(const attn_flash_args *a, cudaStream_t stream) {
     using L = flash_layout<D, W, std::is_same<M, no_mask>::value ? 4 : (int)sizeof(M), STAGE>;
     auto kernel = flash_attention<T, D, W, M, STAGE>;
-    // above the 48 KiB default: opt in (a host-side attribute, set before the first launch)
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
-    // all of L1 as shared memory: the block count per SM is bound by it (the driver's default split allowed 3)
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    cudaError_t e = opt_in_shared_memory(kernel, L::bytes);
     if (e != cudaSuccess) return e;
     // as many blocks as fit on the GPU at once, each walking its share of the items (fewer when there are fewer)
     static std::atomic<int> per_sm{0};  // the same for every device of the build's architecture

@@ -66,6 +66,27 @@ inline cudaError_t current_device_limits(device_limits *out) {
     return cudaSuccess;
 }
 
+// Opts `kernel` in to `bytes` of dynamic shared memory (above the 48 KiB default: a host-side attribute, set before
+// the launch) with all of L1 as shared memory, which bounds the blocks per SM (the driver's default split allowed the
+// half-precision kernel 3 where it now fits more).
+template <typename Kernel> cudaError_t opt_in_shared_memory(Kernel kernel, size_t bytes) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    return e;
+}
+
+// What a finished row's output is multiplied by (the Attention reference's rules, backend/cpu/attention_sdpa.c):
+// 1 / sum; 0 for a row fully masked (no mask value other than -inf) or of -inf scores only, NaN instead where the
+// node replaced an unguarded Softmax (empty_rows_nan); NaN for a NaN score (or +inf, whose exp is NaN), 0 instead
+// with the NaN guard (nan_to_zero). sum: the row's sum of exponentials; row_max: its running maximum.
+__device__ __forceinline__ float flash_row_scale(const attn_flash_args &a, float sum, float row_max, bool masked,
+                                                 bool any_open) {
+    const bool is_bad = sum != sum || row_max == INFINITY;
+    const bool zero = (masked && !any_open) || (!is_bad && !(sum > 0.0f));
+    return zero ? (a.empty_rows_nan ? NAN : 0.0f) : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
+}
+
 // The checks both kernels make of their arguments: head size 32, 64 or 128; dims within what the grids index in
 // int (work items of 64 queries, with room for an index plus the grid size); 16-byte rows (every stride a multiple
 // of `per16` elements, the bases aligned); a mask type the kernels read.

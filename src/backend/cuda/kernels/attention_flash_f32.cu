@@ -235,9 +235,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1) flash_attention_f32
         }
     }
 
-    // Y rows: O / sum; fully masked rows are zeros; NaN rows (a NaN score, or +inf, whose exp is NaN) are NaN or,
-    // with the guard, zeros; rows whose every score is -inf are zeros (NaN where the node replaced an unguarded
-    // Softmax: empty_rows_nan)
+    // Y rows: O times flash_row_scale (1 / sum, or the zero and NaN rows' rules)
     float *yp = static_cast<float *>(a.y) + b * a.y_sb + h * a.y_sh;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -250,9 +248,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1) flash_attention_f32
         }
         const int64_t row = q0 + ty + 16 * i;
         if (row >= a.sq) continue;
-        const bool is_bad = sum != sum || run_max[i] == INFINITY;
-        const bool zero = (masked && !any_open) || (!is_bad && !(sum > 0.0f));
-        const float scale = zero ? (a.empty_rows_nan ? NAN : 0.0f) : is_bad ? (a.nan_to_zero ? 0.0f : NAN) : 1.0f / sum;
+        const float scale = flash_row_scale(a, sum, run_max[i], masked, any_open);
 #pragma unroll
         for (int c = 0; c < OC; c++) {  // 0 * inf or 0 * NaN must still give the zero rows zeros
             const float4 v = scale == 0.0f ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
@@ -266,11 +262,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1) flash_attention_f32
 template <int D, typename M, bool STAGED> cudaError_t launch(const attn_flash_args *a, cudaStream_t stream) {
     auto kernel = flash_attention_f32<D, M, STAGED>;
     constexpr size_t bytes = f32_smem_bytes(D);
-    // above the 48 KiB default: opt in (a host-side attribute, set before the first launch); all of L1 as shared
-    // memory, which bounds the blocks per SM
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    const cudaError_t e = opt_in_shared_memory(kernel, bytes);
     if (e != cudaSuccess) return e;
     const int64_t blocks = a->batch * a->qh * ((a->sq + kQueries - 1) / kQueries);
     kernel<<<(unsigned)blocks, kThreads, bytes, stream>>>(*a);
