@@ -26,7 +26,8 @@
 #             cinfer bench (host api, wall clock)
 #   algos     cinfer bench at ALGO_SPECS with cuDNN timing on/off and channels-last on/off, every algorithm choice
 #             logged (CINFER_CUDNN_LOG=1): which convolution algorithms a batch size gets, and what they cost
-#   ncu       Nsight Compute sections of one launch of the kernels matching NCU_KERNEL in cinfer bench (PROFILE_SPECS)
+#   ncu       Nsight Compute sections of one launch of the kernels matching NCU_KERNEL in cinfer bench (PROFILE_SPECS),
+#             its report and a per-SASS-instruction CSV (stall samples) beside the log
 #   trace     per-kernel GPU time of cinfer beside PyTorch eager for the same specs (default resnet50:1:fp16
 #             bert:128:fp16 dlrm:128:fp32; bench/gpu/kernel_trace.py, torch.profiler) into kernel_trace.log
 #   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
@@ -165,11 +166,16 @@ for what in "${@:-tests}"; do
         for spec in ${PROFILE_SPECS:-bert:128:fp16}; do
             IFS=: read -r m bsz prec <<<"$spec"
             export_model "$m"
+            rep="$OUT/ncu_${m}_b${bsz}_$prec"
             stage "ncu_${m}_b${bsz}_$prec" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-.}" \
                 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy \
                 --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+                --section InstructionStats --section SourceCounters --import-source yes --print-summary none \
+                --export "$rep" --force-overwrite --page details \
                 "$B/bin/cinfer" bench "$WORK/compare-models/$m.onnx" --device cuda --batch "$bsz" --precision "$prec" \
                 --iters 1 --warmup 0 --int-high 1000
+            # per-SASS-instruction samples and counts of the same launch (the report itself comes back too)
+            stage "ncu_sass_${m}_b${bsz}_$prec" ncu --import "$rep.ncu-rep" --page source --csv --print-source sass
         done
         ;;
     trace)

@@ -511,13 +511,16 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_float32_attention_rows_masked_by_the_lowest_float_average_v(lib, gpus):
-    """A float32 mask of -FLT_MAX (the exporters' finite "minus infinity") over a whole row leaves every key equally
-    likely, so the row is the mean of V on the CPU reference, and must be on the float32 kernel too (not zeros or NaN,
-    as scaling the mask by log2(e) before the softmax once made it). Both of the kernel's mask paths: staged (rows of
-    128 floats) and loaded per score (rows of 130)."""
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_attention_rows_masked_by_the_lowest_float_average_v(lib, gpus, precision):
+    """A mask of about -FLT_MAX (the exporters' finite "minus infinity") over a whole row leaves every key equally
+    likely, so the row is the mean of V on the CPU reference, and must be on the fused kernels too (not zeros or
+    NaN, as scaling the mask by log2(e) before the softmax once made it in float32). float32: -FLT_MAX, the kernel's
+    two mask paths (staged: rows of 128 floats; loaded per score: rows of 130). bfloat16, whose range is float32's:
+    -3e38 (-FLT_MAX itself rounds to -inf there), the half kernel's exact-subtraction path for row maxima past 1e38."""
     need_gpu(gpus)
-    lowest = np.finfo(np.float32).min
+    lowest = np.finfo(np.float32).min if precision == "fp32" else np.float32(-3e38)
+    tol = {"fp32": (1e-4, 1e-5), "bf16": (3e-2, 2e-2)}[precision]
     rng = np.random.default_rng(3)
     for sq, skv, hd in [(64, 128, 64), (70, 130, 64)]:
         data_model = attention_model(3, 2, 2, sq, skv, hd, (TensorProto.FLOAT, (2, 1, sq, skv)))
@@ -527,12 +530,13 @@ def test_float32_attention_rows_masked_by_the_lowest_float_average_v(lib, gpus):
                  "m": np.zeros((2, 1, sq, skv), np.float32)}
         feeds["m"][0] = lowest  # every query of sequence 0
         feeds["m"][1, 0, 3, :] = lowest  # one query of sequence 1
-        want = Session(lib, data_model, device="cpu").run(feeds)[0]
-        got = Session(lib, data_model, device="cuda:0").run(feeds)[0]
+        options = {"precision": precision}
+        want = Session(lib, data_model, device="cpu", options=options).run(feeds)[0]
+        got = Session(lib, data_model, device="cuda:0", options=options).run(feeds)[0]
         mean_v = feeds["v"].reshape(2, skv, 2, hd).mean(axis=1)  # [sequence, head, size]
-        np.testing.assert_allclose(want[0].reshape(sq, 2, hd), np.broadcast_to(mean_v[0], (sq, 2, hd)), rtol=1e-4,
-                                   atol=1e-5)  # the reference's rule, which the kernel is held to below
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(want[0].reshape(sq, 2, hd), np.broadcast_to(mean_v[0], (sq, 2, hd)), rtol=tol[0],
+                                   atol=tol[1])  # the reference's rule, which the kernel is held to below
+        np.testing.assert_allclose(got, want, rtol=tol[0], atol=tol[1])
 
 
 def window_model(shape):

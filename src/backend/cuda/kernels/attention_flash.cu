@@ -114,13 +114,37 @@ __device__ __forceinline__ void mask_bias2(const M *row, int64_t j, int64_t mlen
 }
 
 // A work item: 16 W queries of one (batch, head); items are numbered (batch, head, query block), query blocks fastest.
-// (attn_flash_fits keeps the item count, and so every index here, within int.)
+// Its decomposition (three integer divisions) is worked out once per item, not per tile. (attn_flash_fits keeps the
+// item count, and so every index here, within int.)
 struct flash_item {
-    int b, h, q0;
+    int b, h, kh, q0;  // batch, query head, its key/value head, first query
 };
-__device__ __forceinline__ flash_item item_at(int item, int q_blocks, int qh, int queries) {
-    const int bh = item / q_blocks;
-    return {bh / qh, bh % qh, (item - bh * q_blocks) * queries};
+__device__ __forceinline__ flash_item item_at(int item, int q_blocks, int qh, int group, int queries) {
+    // one query block a head (sequences up to 16 W queries) and one query head a key head are the common cases:
+    // no division for them
+    const int bh = q_blocks == 1 ? item : item / q_blocks, b = bh / qh, h = bh - b * qh;
+    return {b, h, group == 1 ? h : h / group, (item - bh * q_blocks) * queries};
+}
+
+// 2^x on the special-function unit (what __expf computes after its multiply by log2(e)).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Whether mask row `row` (of keys < min(skv, mlen)) holds a value other than -inf (NaN counts, as in the reference):
+// asked only for a row whose scores were all -inf or NaN, so the products never track it. The 4 lanes of the row
+// group (converged here: they share the row and its maximum) each read every fourth key.
+template <typename M>
+__device__ __forceinline__ bool mask_row_open(const M *row, int64_t keys, int t, int lane) {
+    bool open = false;
+    for (int64_t j = t; j < keys; j += 4) open |= !(mask_kind<M>::bias(row[j]) == -INFINITY);
+    const unsigned group = 0xFu << (lane & ~3);
+    int any = open ? 1 : 0;
+    any |= __shfl_xor_sync(group, any, 1);
+    any |= __shfl_xor_sync(group, any, 2);
+    return any != 0;
 }
 
 // Fragment coordinates (PTX m16n8k16): lane = 4 * g + t; an accumulator tile [16 x 8] holds c0, c1 at row g,
@@ -129,17 +153,25 @@ __device__ __forceinline__ flash_item item_at(int item, int q_blocks, int qh, in
 // Each block walks its items (blockIdx.x, + gridDim.x, ...) as one stream of key tiles: the next tile's copies,
 // the next item's Q among them, are issued before this tile's products, so a block never waits for an item's first
 // loads with nothing to do (a sequence of 128 keys is just two tiles: those waits had bounded the kernel).
+// The kernel is bound by its instruction stream (Nsight Compute: 0.6 instructions issued per scheduler cycle,
+// tensor-core instructions 5% of them), so the per-score and per-tile work is kept to what the result needs: the
+// copies' addresses are worked out once per item and thread, the scores are turned into base-2 exponents with one
+// multiply-add, and whether a fully masked row is open is only asked of rows that need it (mask_row_open).
 template <typename T, int D, int W, typename M, int STAGE>
 __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attention(attn_flash_args a) {
     constexpr bool masked = !std::is_same<M, no_mask>::value;
     using MT = typename std::conditional<masked, M, float>::type;
     using L = flash_layout<D, W, (int)sizeof(MT), STAGE>;
     constexpr int LD = L::ld, kQueries = L::queries, kThreads = W * 32;
-    constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    constexpr int kChunks = D / 8;                  // 16-byte chunks per row
+    constexpr int kRowStep = kThreads / kChunks;    // rows one pass of the block's threads copies
+    static_assert(kKeys % kRowStep == 0 && kQueries % kRowStep == 0, "tiles are whole passes");
+    constexpr float kLog2e = 1.4426950408889634f;
     extern __shared__ __align__(128) unsigned char smem[];
     T *sq = reinterpret_cast<T *>(smem);  // Q tile of item parity p at sq + p kQueries LD
     // K tile of buffer i at sq + (2 kQueries + 2 i kKeys) LD, its V tile right after
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int copy_row = threadIdx.x / kChunks, copy_col = (threadIdx.x % kChunks) * 8;  // this thread's copies
 
     const int q_blocks = (int)((a.sq + kQueries - 1) / kQueries), items = (int)(a.batch * a.qh * q_blocks);
     const int tiles = (int)((a.skv + kKeys - 1) / kKeys), group = (int)(a.qh / a.kvh);
@@ -151,41 +183,50 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         return masked ? static_cast<const MT *>(a.mask) + w.b * a.ms_b + w.h * a.ms_h : nullptr;
     };
 
-    // The copies of key tile k0 of an item into buffer buf (with the item's Q into Q buffer qbuf when k0 is 0) as
-    // one cp.async group: K, V and a staged mask's elements; rows past the end zero-fill.
-    auto issue = [&](int item, int64_t k0, int buf, int qbuf) {
-        const flash_item w = item_at(item, q_blocks, (int)a.qh, kQueries);
+    // The copies of key tile k0 of item w into buffer buf (with the item's Q into Q buffer qbuf when k0 is 0) as
+    // one cp.async group: K, V and a staged mask's elements; rows past the end zero-fill (from a readable address).
+    auto issue = [&](const flash_item &w, int64_t k0, int buf, int qbuf) {
         if (k0 == 0) {
-            const T *qp = static_cast<const T *>(a.q) + w.b * a.q_sb + w.h * a.q_sh + w.q0 * a.q_ss;
+            const T *qp = static_cast<const T *>(a.q) + w.b * a.q_sb + w.h * a.q_sh + w.q0 * a.q_ss + copy_col;
             const int valid = (int)min((int64_t)kQueries, a.sq - w.q0);
-            for (int c = threadIdx.x; c < kQueries * kChunks; c += kThreads) {
-                const int r = c / kChunks, col = (c % kChunks) * 8;
-                cp_async16(sq + (qbuf * kQueries + r) * LD + col, qp + (int64_t)(r < valid ? r : 0) * a.q_ss + col,
-                           r < valid ? 16 : 0);
+            T *dst = sq + (qbuf * kQueries + copy_row) * LD + copy_col;
+#pragma unroll
+            for (int i = 0; i < kQueries / kRowStep; i++) {
+                const int r = copy_row + i * kRowStep;
+                cp_async16(dst + i * kRowStep * LD, qp + (int64_t)(r < valid ? r : 0) * a.q_ss, r < valid ? 16 : 0);
             }
         }
-        const int kh = w.h / group;
-        const T *kp = static_cast<const T *>(a.k) + w.b * a.kv_sb + kh * a.kv_sh;
-        const T *vp = static_cast<const T *>(a.v) + w.b * a.kv_sb + kh * a.kv_sh;
+        const int64_t kv_at = w.b * a.kv_sb + w.kh * a.kv_sh + k0 * a.kv_ss + copy_col;
+        const T *kp = static_cast<const T *>(a.k) + kv_at, *vp = static_cast<const T *>(a.v) + kv_at;
         const int valid = (int)min((int64_t)kKeys, a.skv - k0);
-        for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
-            const int r = c / kChunks, col = (c % kChunks) * 8;
-            const int64_t at = (k0 + (r < valid ? r : 0)) * a.kv_ss + col;  // a readable address even when zero-filled
-            T *tile = sq + (2 * kQueries + 2 * buf * kKeys) * LD + r * LD + col;
-            cp_async16(tile, kp + at, r < valid ? 16 : 0);
-            cp_async16(tile + kKeys * LD, vp + at, r < valid ? 16 : 0);
+        T *dst = sq + (2 * kQueries + 2 * buf * kKeys + copy_row) * LD + copy_col;
+#pragma unroll
+        for (int i = 0; i < kKeys / kRowStep; i++) {
+            const int r = copy_row + i * kRowStep;
+            const int64_t at = (int64_t)(r < valid ? r : 0) * a.kv_ss;
+            cp_async16(dst + i * kRowStep * LD, kp + at, r < valid ? 16 : 0);
+            cp_async16(dst + (kKeys + i * kRowStep) * LD, vp + at, r < valid ? 16 : 0);
         }
         if constexpr (STAGE != MASK_LOADED) {
-            // elements past mlen, and rows past the queries, zero-fill here; the reads below mask them by index
-            const MT *mask_base = mask_of(w);
+            // elements past mlen, and rows past the queries, zero-fill here; the reads below mask them by index.
+            // A fixed number of passes (the chunk count is known here) with the row stride added per pass: the
+            // loop the compiler made of a thread-strided one had taken most of this function's instructions.
             constexpr int per_chunk = 16 / (int)sizeof(MT), row_chunks = kKeys / per_chunk;
-            for (int c = threadIdx.x; c < L::mask_rows * row_chunks; c += kThreads) {
-                const int rr = c / row_chunks, e = (c % row_chunks) * per_chunk;
-                const int64_t e0 = k0 + e, left = a.mlen - e0;
-                int bytes = left <= 0 ? 0 : left >= per_chunk ? 16 : (int)left * (int)sizeof(MT);
-                if (STAGE == MASK_ROWS && w.q0 + rr >= a.sq) bytes = 0;
-                const MT *src = bytes ? mask_base + (STAGE == MASK_ROWS ? (w.q0 + rr) * a.ms_q : 0) + e0 : mask_base;
-                cp_async16((void *)(staged_mask(buf, rr) + e), src, bytes);
+            constexpr int rows_per_pass = kThreads / row_chunks;
+            constexpr int passes = (L::mask_rows + rows_per_pass - 1) / rows_per_pass;
+            static_assert(kThreads % row_chunks == 0, "a pass copies whole rows");
+            const int rr0 = threadIdx.x / row_chunks, e = (threadIdx.x % row_chunks) * per_chunk;
+            const MT *mask_base = mask_of(w);
+            const MT *src0 = mask_base + (STAGE == MASK_ROWS ? (w.q0 + rr0) * a.ms_q : 0) + k0 + e;
+            const int64_t pass_stride = STAGE == MASK_ROWS ? rows_per_pass * a.ms_q : 0;
+            const int64_t left = a.mlen - (k0 + e);  // this thread's elements left in each row
+            const int chunk_bytes = left <= 0 ? 0 : left >= per_chunk ? 16 : (int)left * (int)sizeof(MT);
+#pragma unroll
+            for (int i = 0; i < passes; i++) {
+                const int rr = rr0 + i * rows_per_pass;
+                if (L::mask_rows % rows_per_pass != 0 && rr >= L::mask_rows) break;
+                const int bytes = STAGE == MASK_ROWS && w.q0 + rr >= a.sq ? 0 : chunk_bytes;
+                cp_async16((void *)(staged_mask(buf, rr) + e), bytes ? src0 + i * pass_stride : mask_base, bytes);
             }
         }
         cp_async_commit();
@@ -194,16 +235,15 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
     int item = (int)blockIdx.x, tile = 0;
     if (item >= items) return;
     int buf = 0, qbuf = 0;
-    issue(item, 0, 0, 0);
+    flash_item w = item_at(item, q_blocks, (int)a.qh, group, kQueries), next_w = w;
+    issue(w, 0, 0, 0);
 
     // this warp's Q rows as A fragments, one per 16 columns of the head (loaded at an item's first tile)
     unsigned qf[D / 16][4];
     // rows g and g + 8 of the warp: running max, partial sum (this thread's columns; summed over the row group at
-    // the end; NaN once a score was NaN), whether a mask value was not -inf
+    // the end; NaN once a score was NaN)
     float run_max[2], run_sum[2];
-    bool open[2];
     float o[D / 8][4];
-    flash_item w{};
     int row0 = 0;  // the rows are row0 and row0 + 8
     const MT *mask_rows[2] = {nullptr, nullptr};  // MASK_LOADED: the rows' mask rows (rows past the queries: none)
 
@@ -214,7 +254,8 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         if (has_next) {
             // its buffers were last read in the previous tile (and its Q buffer in the previous item's first),
             // behind the barrier at the end of each tile
-            issue(next_item, (int64_t)next_tile * kKeys, buf ^ 1, next_tile == 0 ? qbuf ^ 1 : qbuf);
+            if (next_tile == 0) next_w = item_at(next_item, q_blocks, (int)a.qh, group, kQueries);
+            issue(next_w, (int64_t)next_tile * kKeys, buf ^ 1, next_tile == 0 ? qbuf ^ 1 : qbuf);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -222,11 +263,9 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         __syncthreads();  // this tile's K and V (and Q, for an item's first) are in place for every warp
         const int64_t k0 = (int64_t)tile * kKeys;
         if (tile == 0) {
-            w = item_at(item, q_blocks, (int)a.qh, kQueries);
             row0 = w.q0 + warp * kRows + g;
             run_max[0] = run_max[1] = -INFINITY;
             run_sum[0] = run_sum[1] = 0.0f;
-            open[0] = open[1] = false;
 #pragma unroll
             for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
             if (masked && STAGE == MASK_LOADED)
@@ -286,11 +325,7 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
                 for (int r = 0; r < 2; r++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        float v = -INFINITY;
-                        if (FULL || col + e < k_valid) {
-                            v = fmaf(s[j][2 * r + e], a.scale, bias[r][e]);
-                            if (masked && !(bias[r][e] == -INFINITY)) open[r] = true;  // NaN counts as open, as in the reference
-                        }
+                        const float v = FULL || col + e < k_valid ? fmaf(s[j][2 * r + e], a.scale, bias[r][e]) : -INFINITY;
                         s[j][2 * r + e] = v;
                         tile_max[r] = fmaxf(tile_max[r], v);
                     }
@@ -298,7 +333,11 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         };
         if (k_valid == kKeys && (STAGE == MASK_LOADED || m_valid == kKeys)) scores(std::true_type{});
         else scores(std::false_type{});
-        float alpha[2], base[2];
+        // p = 2^((score - max) log2 e) as one multiply-add and an ex2; a row maximum past +-1e38 (every score masked
+        // by about -FLT_MAX, which exporters use for minus infinity) takes the subtraction first, whose product
+        // with log2 e would overflow otherwise (the warp's rows decide together).
+        float alpha[2], base[2], neg_base2[2];
+        bool huge = false;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
@@ -308,22 +347,37 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
             alpha[r] = m_new == -INFINITY ? 1.0f : run_max[r] == -INFINITY ? 0.0f : __expf(run_max[r] - m_new);
             run_max[r] = m_new;
             base[r] = m_new == -INFINITY ? 0.0f : m_new;
+            huge |= !(fabsf(base[r]) <= 1e38f);
+            neg_base2[r] = -base[r] * kLog2e;
         }
         float tile_sum[2] = {0.0f, 0.0f};
+        if (__any_sync(0xffffffffu, huge)) {
 #pragma unroll
-        for (int j = 0; j < kKeys / 8; j++)
+            for (int j = 0; j < kKeys / 8; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = __expf(s[j][e] - base[e >> 1]);
-                s[j][e] = p;
-                tile_sum[e >> 1] += p;
-            }
+                for (int e = 0; e < 4; e++) {
+                    const float p = __expf(s[j][e] - base[e >> 1]);
+                    s[j][e] = p;
+                    tile_sum[e >> 1] += p;
+                }
+        } else {
+#pragma unroll
+            for (int j = 0; j < kKeys / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float p = fast_exp2(fmaf(s[j][e], kLog2e, neg_base2[e >> 1]));
+                    s[j][e] = p;
+                    tile_sum[e >> 1] += p;
+                }
+        }
 #pragma unroll
         for (int r = 0; r < 2; r++) run_sum[r] = run_sum[r] * alpha[r] + tile_sum[r];
+        if (tile != 0) {  // an item's first tile finds O zero
 #pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            o[j][0] *= alpha[0], o[j][1] *= alpha[0];
-            o[j][2] *= alpha[1], o[j][3] *= alpha[1];
+            for (int j = 0; j < D / 8; j++) {
+                o[j][0] *= alpha[0], o[j][1] *= alpha[0];
+                o[j][2] *= alpha[1], o[j][3] *= alpha[1];
+            }
         }
 
         // O += P . V: P's accumulator tiles 2kk, 2kk + 1 are the A fragment of keys 16kk..16kk + 15; V's rows come
@@ -343,32 +397,45 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         }
 
         if (tile == tiles - 1) {
-            // Y rows: O times flash_row_scale (1 / sum, or the zero and NaN rows' rules)
+            // Y rows: O times flash_row_scale (1 / sum, or the zero and NaN rows' rules), put together in this warp's
+            // own rows of the Q tile (its fragments are in registers since the item's first tile; the next item's
+            // Q goes to the other buffer) and stored as whole 16-byte chunks of each row
             T *yp = static_cast<T *>(a.y) + (int64_t)w.b * a.y_sb + (int64_t)w.h * a.y_sh;
+            T *rows_out = sq + (qbuf * kQueries + warp * kRows) * LD;
+            __syncwarp();
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 float sum = run_sum[r];
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-                int any_open = open[r] ? 1 : 0;
-                any_open |= __shfl_xor_sync(0xffffffffu, any_open, 1);
-                any_open |= __shfl_xor_sync(0xffffffffu, any_open, 2);
                 const int64_t row = row0 + 8 * r;
-                if (row >= a.sq) continue;
-                const float scale = flash_row_scale(a, sum, run_max[r], masked, any_open);
-                T *yr = yp + row * a.y_ss;
+                // a finite or +inf maximum came from a score whose mask value was not -inf
+                bool any_open = true;
+                if (masked && run_max[r] == -INFINITY && row < a.sq)
+                    any_open = mask_row_open(mask_of(w) + row * a.ms_q, min(a.skv, a.mlen), t, lane);
+                float scale = flash_row_scale(a, sum, run_max[r], masked, any_open);
+                T *out = rows_out + (g + 8 * r) * LD + 2 * t;
 #pragma unroll
                 for (int j = 0; j < D / 8; j++) {
                     // 0 * inf or 0 * NaN must still give the zero rows zeros
                     const float v0 = scale == 0.0f ? 0.0f : o[j][2 * r] * scale;
                     const float v1 = scale == 0.0f ? 0.0f : o[j][2 * r + 1] * scale;
-                    *reinterpret_cast<unsigned *>(yr + 8 * j + 2 * t) = pack2<T>(v0, v1);  // Y rows are 16-byte aligned
+                    *reinterpret_cast<unsigned *>(out + 8 * j) = pack2<T>(v0, v1);
                 }
+            }
+            __syncwarp();
+            const int64_t first_row = (int64_t)w.q0 + warp * kRows;
+#pragma unroll
+            for (int c = lane; c < kRows * kChunks; c += 32) {
+                const int rr = c / kChunks, cc = (c % kChunks) * 8;
+                if (first_row + rr < a.sq)  // Y rows are 16-byte aligned
+                    *reinterpret_cast<uint4 *>(yp + (first_row + rr) * a.y_ss + cc) =
+                        *reinterpret_cast<const uint4 *>(rows_out + rr * LD + cc);
             }
         }
         __syncthreads();  // every warp is done with this tile's buffers before the next issue reuses them
         if (!has_next) break;
-        if (next_tile == 0) qbuf ^= 1;
+        if (next_tile == 0) qbuf ^= 1, w = next_w;
         item = next_item, tile = next_tile, buf ^= 1;
     }
 }
