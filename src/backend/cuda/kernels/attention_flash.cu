@@ -196,16 +196,19 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
                 cp_async16(dst + i * kRowStep * LD, qp + (int64_t)(r < valid ? r : 0) * a.q_ss, r < valid ? 16 : 0);
             }
         }
-        const int64_t kv_at = w.b * a.kv_sb + w.kh * a.kv_sh + k0 * a.kv_ss + copy_col;
-        const T *kp = static_cast<const T *>(a.k) + kv_at, *vp = static_cast<const T *>(a.v) + kv_at;
+        // this thread's first row and the stride between its rows: one add a row (a row past the end zero-fills
+        // from the tensor's first element, which is readable)
+        const int64_t row_at = w.b * a.kv_sb + w.kh * a.kv_sh + (k0 + copy_row) * a.kv_ss + copy_col;
+        const int64_t step = kRowStep * a.kv_ss;
+        const T *kbase = static_cast<const T *>(a.k), *vbase = static_cast<const T *>(a.v);
         const int valid = (int)min((int64_t)kKeys, a.skv - k0);
         T *dst = sq + (2 * kQueries + 2 * buf * kKeys + copy_row) * LD + copy_col;
 #pragma unroll
         for (int i = 0; i < kKeys / kRowStep; i++) {
-            const int r = copy_row + i * kRowStep;
-            const int64_t at = (int64_t)(r < valid ? r : 0) * a.kv_ss;
-            cp_async16(dst + i * kRowStep * LD, kp + at, r < valid ? 16 : 0);
-            cp_async16(dst + (kKeys + i * kRowStep) * LD, vp + at, r < valid ? 16 : 0);
+            const bool in = copy_row + i * kRowStep < valid;
+            const int64_t at = in ? row_at + i * step : 0;
+            cp_async16(dst + i * kRowStep * LD, kbase + at, in ? 16 : 0);
+            cp_async16(dst + (kKeys + i * kRowStep) * LD, vbase + at, in ? 16 : 0);
         }
         if constexpr (STAGE != MASK_LOADED) {
             // elements past mlen, and rows past the queries, zero-fill here; the reads below mask them by index.
@@ -413,14 +416,15 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
                 bool any_open = true;
                 if (masked && run_max[r] == -INFINITY && row < a.sq)
                     any_open = mask_row_open(mask_of(w) + row * a.ms_q, min(a.skv, a.mlen), t, lane);
-                float scale = flash_row_scale(a, sum, run_max[r], masked, any_open);
+                const float scale = flash_row_scale(a, sum, run_max[r], masked, any_open);
                 T *out = rows_out + (g + 8 * r) * LD + 2 * t;
+                if (scale == 0.0f) {  // a zero row: zeros, where 0 * inf or 0 * NaN in O would not be
 #pragma unroll
-                for (int j = 0; j < D / 8; j++) {
-                    // 0 * inf or 0 * NaN must still give the zero rows zeros
-                    const float v0 = scale == 0.0f ? 0.0f : o[j][2 * r] * scale;
-                    const float v1 = scale == 0.0f ? 0.0f : o[j][2 * r + 1] * scale;
-                    *reinterpret_cast<unsigned *>(out + 8 * j) = pack2<T>(v0, v1);
+                    for (int j = 0; j < D / 8; j++) *reinterpret_cast<unsigned *>(out + 8 * j) = pack2<T>(0.0f, 0.0f);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < D / 8; j++)
+                        *reinterpret_cast<unsigned *>(out + 8 * j) = pack2<T>(o[j][2 * r] * scale, o[j][2 * r + 1] * scale);
                 }
             }
             __syncwarp();

@@ -117,6 +117,22 @@ static cublasStatus_t lt_desc(cublasLtMatmulDesc_t *desc, const lt_key *k, const
     return st;
 }
 
+#define LT_MAX_RANK 15
+/* CINFER_GEMM_ALGO_RANK: which of the heuristic's algorithms a GEMM takes (0, its first, by default; up to
+ * LT_MAX_RANK): for measuring the alternatives (another kernel, or one without cuBLASLt's memset before each
+ * call) against the first. Read once. */
+static int gemm_algo_rank(void) {
+    static int rank = -1;
+    int r = __atomic_load_n(&rank, __ATOMIC_RELAXED);
+    if (r < 0) {
+        const char *v = getenv("CINFER_GEMM_ALGO_RANK");
+        r = v ? atoi(v) : 0;
+        r = r < 0 ? 0 : r > LT_MAX_RANK ? LT_MAX_RANK : r;
+        __atomic_store_n(&rank, r, __ATOMIC_RELAXED);
+    }
+    return r;
+}
+
 /* Builds descriptors and asks the heuristic for one algorithm. CUBLAS_STATUS_NOT_SUPPORTED when it has none. */
 static cublasStatus_t lt_plan_build(cuda_exec *x, lt_plan *p, const void *bias) {
     const lt_key *k = &p->key;
@@ -142,13 +158,16 @@ static cublasStatus_t lt_plan_build(cuda_exec *x, lt_plan *p, const void *bias) 
             st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]);
     }
     if (st == CUBLAS_STATUS_SUCCESS) {
-        cublasLtMatmulHeuristicResult_t result;
+        /* the heuristic's first algorithm; CINFER_GEMM_ALGO_RANK (tuning) takes its n-th where it has that many */
+        cublasLtMatmulHeuristicResult_t result[LT_MAX_RANK + 1];
+        const int rank = gemm_algo_rank();
         int found = 0;
-        memset(&result, 0, sizeof result);
-        st = cublasLtMatmulAlgoGetHeuristic(x->lt, desc, p->la, p->lb, p->lc, p->lc, pref, 1, &result, &found);
-        if (st == CUBLAS_STATUS_SUCCESS && (found < 1 || result.state != CUBLAS_STATUS_SUCCESS))
+        memset(result, 0, sizeof result);
+        st = cublasLtMatmulAlgoGetHeuristic(x->lt, desc, p->la, p->lb, p->lc, p->lc, pref, rank + 1, result, &found);
+        const int pick = found > rank && result[rank].state == CUBLAS_STATUS_SUCCESS ? rank : 0;
+        if (st == CUBLAS_STATUS_SUCCESS && (found < 1 || result[pick].state != CUBLAS_STATUS_SUCCESS))
             st = CUBLAS_STATUS_NOT_SUPPORTED;
-        if (st == CUBLAS_STATUS_SUCCESS) p->algo = result.algo;
+        if (st == CUBLAS_STATUS_SUCCESS) p->algo = result[pick].algo;
     }
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_SUCCESS && !k->bias) p->desc = desc;
