@@ -511,15 +511,17 @@ def test_fused_attention_kernel_matches_the_cpu(lib, gpus, case, precision):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_attention_rows_masked_by_the_lowest_float_average_v(lib, gpus, precision):
-    """A mask of about -FLT_MAX (the exporters' finite "minus infinity") over a whole row leaves every key equally
-    likely, so the row is the mean of V on the CPU reference, and must be on the fused kernels too (not zeros or
-    NaN, as scaling the mask by log2(e) before the softmax once made it in float32). float32: -FLT_MAX, the kernel's
-    two mask paths (staged: rows of 128 floats; loaded per score: rows of 130). bfloat16, whose range is float32's:
-    -3e38 (-FLT_MAX itself rounds to -inf there), the half kernel's exact-subtraction path for row maxima past 1e38."""
+@pytest.mark.parametrize("precision,lowest", [("fp32", float(np.finfo(np.float32).min)), ("fp32", -1e9),
+                                             ("bf16", -3e38), ("bf16", -1e20), ("bf16", -1e9)])
+def test_attention_rows_masked_by_a_large_finite_value_average_v(lib, gpus, precision, lowest):
+    """A mask of a large finite negative value over a whole row (-FLT_MAX or -1e9: the exporters' "minus infinity")
+    leaves every key equally likely once the scores are absorbed into it, so the row is the mean of V on the CPU
+    reference, and must be on the fused kernels too. float32 (attention_flash_f32.cu): scaling the mask by log2(e)
+    before the softmax once made -FLT_MAX rows zeros or NaN. bfloat16, whose range is float32's (-FLT_MAX itself
+    rounds to -inf there): the half kernel's rows whose maximum is past 1024 take the exact subtraction, where the
+    rounded -max log2(e) of its fast path had made p at the maximum 2^18 (-1e9) or inf (-1e20). Both mask paths:
+    staged (rows of 128) and loaded per score (rows of 130)."""
     need_gpu(gpus)
-    lowest = np.finfo(np.float32).min if precision == "fp32" else np.float32(-3e38)
     tol = {"fp32": (1e-4, 1e-5), "bf16": (3e-2, 2e-2)}[precision]
     rng = np.random.default_rng(3)
     for sq, skv, hd in [(64, 128, 64), (70, 130, 64)]:

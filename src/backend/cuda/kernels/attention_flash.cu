@@ -336,9 +336,10 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
         };
         if (k_valid == kKeys && (STAGE == MASK_LOADED || m_valid == kKeys)) scores(std::true_type{});
         else scores(std::false_type{});
-        // p = 2^((score - max) log2 e) as one multiply-add and an ex2; a row maximum past +-1e38 (every score masked
-        // by about -FLT_MAX, which exporters use for minus infinity) takes the subtraction first, whose product
-        // with log2 e would overflow otherwise (the warp's rows decide together).
+        // p = 2^((score - max) log2 e) as one multiply-add and an ex2. -max log2 e is rounded once, so p at the
+        // maximum is 2^d for d up to half its ulp: a row maximum past +-1024 (a row masked wholly by a large finite
+        // value, -1e4 or -1e9 or -FLT_MAX, which exporters use for minus infinity) takes the subtraction first,
+        // exact at the maximum, instead (the warp's rows decide together; below 1024, |d| <= 2^-14).
         float alpha[2], base[2], neg_base2[2];
         bool huge = false;
 #pragma unroll
@@ -350,7 +351,7 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
             alpha[r] = m_new == -INFINITY ? 1.0f : run_max[r] == -INFINITY ? 0.0f : __expf(run_max[r] - m_new);
             run_max[r] = m_new;
             base[r] = m_new == -INFINITY ? 0.0f : m_new;
-            huge |= !(fabsf(base[r]) <= 1e38f);
+            huge |= !(fabsf(base[r]) <= 1024.0f);
             neg_base2[r] = -base[r] * kLog2e;
         }
         float tile_sum[2] = {0.0f, 0.0f};
@@ -414,7 +415,9 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
                 const int64_t row = row0 + 8 * r;
                 // a finite or +inf maximum came from a score whose mask value was not -inf
                 bool any_open = true;
-                if (masked && run_max[r] == -INFINITY && row < a.sq)
+                // (asked only where it decides: a row of -inf or NaN scores whose sum is NaN; a zero sum is the
+                // zero row either way)
+                if (masked && run_max[r] == -INFINITY && sum != sum && row < a.sq)
                     any_open = mask_row_open(mask_of(w) + row * a.ms_q, min(a.skv, a.mlen), t, lane);
                 const float scale = flash_row_scale(a, sum, run_max[r], masked, any_open);
                 T *out = rows_out + (g + 8 * r) * LD + 2 * t;
