@@ -154,8 +154,8 @@ __device__ __forceinline__ bool mask_row_open(const M *row, int64_t keys, int t,
 // the next item's Q among them, are issued before this tile's products, so a block never waits for an item's first
 // loads with nothing to do (a sequence of 128 keys is just two tiles: those waits had bounded the kernel).
 // The kernel is bound by its instruction stream (Nsight Compute: 0.6 instructions issued per scheduler cycle,
-// tensor-core instructions 5% of them), so the per-score and per-tile work is kept to what the result needs: the
-// copies' addresses are worked out once per item and thread, the scores are turned into base-2 exponents with one
+// tensor-core instructions 5% of them), so the per-score and per-tile work is kept to what the result needs: an
+// item's indices are worked out once, the copies take one add a row, the scores become base-2 exponents with one
 // multiply-add, and whether a fully masked row is open is only asked of rows that need it (mask_row_open).
 template <typename T, int D, int W, typename M, int STAGE>
 __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attention(attn_flash_args a) {
