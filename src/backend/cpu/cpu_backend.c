@@ -1,6 +1,5 @@
 /* The CPU backend: host memory, kernel lookup over the family tables, thread count for OpenMP/OpenBLAS. */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,7 +18,10 @@ static const cpu_kernel *const kernel_tables[] = {
 };
 
 static _Thread_local int current_threads = 1;
-static atomic_int blas_threads; /* last count given to openblas_set_num_threads (0: never) */
+/* The count this thread last gave openblas_set_num_threads (0: never). OpenMP OpenBLAS (the build the README
+ * installs) follows the calling thread's OpenMP thread count, so a thread that never set it runs BLAS with every
+ * core, whatever another thread set: each thread sets its own. */
+static _Thread_local int blas_threads;
 
 /* Scratch buffers: each CPU backend owns one; direct calls (constant folding, host shape nodes) share a
  * thread-local one. cpu_run_node points `current_scratch` at the backend's for the length of a node. */
@@ -126,8 +128,11 @@ static cinfer_status cpu_run_node(backend *b, const graph_node *n, const tensor 
                                   int num_out) {
     cpu_context *ctx = b->context;
     cpu_set_num_threads(ctx->threads);
-    /* OpenBLAS's thread count is process-wide: call into it only when a session with another count runs */
-    if (atomic_exchange(&blas_threads, ctx->threads) != ctx->threads) openblas_set_num_threads(ctx->threads);
+    /* call into OpenBLAS only when this thread runs a session with another count than its last */
+    if (blas_threads != ctx->threads) {
+        openblas_set_num_threads(ctx->threads);
+        blas_threads = ctx->threads;
+    }
     current_scratch = &ctx->scratch;
     cinfer_status st = backend_cpu_run_node(n, in, num_in, out, num_out);
     current_scratch = NULL;
