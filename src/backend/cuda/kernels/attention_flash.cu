@@ -126,13 +126,6 @@ __device__ __forceinline__ flash_item item_at(int item, int q_blocks, int qh, in
     return {b, h, group == 1 ? h : h / group, (item - bh * q_blocks) * queries};
 }
 
-// 2^x on the special-function unit (what __expf computes after its multiply by log2(e)).
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // Whether mask row `row` (of keys < min(skv, mlen)) holds a value other than -inf (NaN counts, as in the reference):
 // asked only for a row whose scores were all -inf or NaN, so the products never track it. The 4 lanes of the row
 // group (converged here: they share the row and its maximum) each read every fourth key.
@@ -355,25 +348,20 @@ __global__ void __launch_bounds__(W * 32, (D <= 64 ? 16 : 8) / W) flash_attentio
             neg_base2[r] = -base[r] * kLog2e;
         }
         float tile_sum[2] = {0.0f, 0.0f};
-        if (__any_sync(0xffffffffu, huge)) {
+        auto probabilities = [&](auto exact_subtraction) {
 #pragma unroll
             for (int j = 0; j < kKeys / 8; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const float p = __expf(s[j][e] - base[e >> 1]);
+                    const float p = decltype(exact_subtraction)::value
+                                        ? __expf(s[j][e] - base[e >> 1])
+                                        : exp2_approx(fmaf(s[j][e], kLog2e, neg_base2[e >> 1]));
                     s[j][e] = p;
                     tile_sum[e >> 1] += p;
                 }
-        } else {
-#pragma unroll
-            for (int j = 0; j < kKeys / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float p = fast_exp2(fmaf(s[j][e], kLog2e, neg_base2[e >> 1]));
-                    s[j][e] = p;
-                    tile_sum[e >> 1] += p;
-                }
-        }
+        };
+        if (__any_sync(0xffffffffu, huge)) probabilities(std::true_type{});
+        else probabilities(std::false_type{});
 #pragma unroll
         for (int r = 0; r < 2; r++) run_sum[r] = run_sum[r] * alpha[r] + tile_sum[r];
         if (tile != 0) {  // an item's first tile finds O zero

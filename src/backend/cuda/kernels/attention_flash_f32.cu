@@ -39,14 +39,6 @@ constexpr size_t f32_smem_bytes(int d) {
 
 __device__ __forceinline__ float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
 
-// 2^x on the special-function unit (flushes subnormal results to zero, as the reference's exp of a score far below
-// the row's maximum is negligible beside the row's sum)
-__device__ __forceinline__ float exp2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // STAGED: the mask's 64 x 64 tile is copied (cp.async) into P's buffer while the scores are computed, each row read
 // there by the warp that then overwrites it with the row's probabilities; else each score's mask element is loaded
 // from global memory (L1 rarely holds it: ncu had 34% of the kernel's stalls on those loads).

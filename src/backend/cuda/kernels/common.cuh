@@ -25,6 +25,19 @@ inline unsigned grid_for(int64_t n, int block = kBlock) {
 #define CUDA_GRID_STRIDE(i, n)                                                                            \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
 
+// 2^x and 1/x on the special-function unit, flush-to-zero (no denormal fix-ups around them: callers take the
+// approximation where its inputs are normal, or a flushed result is negligible): one instruction each.
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // Arithmetic type: half types compute in float, everything else in itself.
 template <typename T> struct acc { using type = T; };
 template <> struct acc<__half> { using type = float; };

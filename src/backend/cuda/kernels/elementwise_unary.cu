@@ -138,22 +138,12 @@ template <int OP, typename T> __device__ __forceinline__ T int_unary(T x) {
 // fix-ups around them; the values they see are normal or go to 0 anyway), exp(-z^2) as 2^-(w^2) with w = x
 // sqrt(log2(e) / 2), the 1/2 of 0.5 erfc folded into the coefficients, and x (1 - q) for x >= 0, which keeps +inf
 // (x - x q would be inf - inf).
-__device__ __forceinline__ float rcp_ftz(float v) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
-    return r;
-}
-__device__ __forceinline__ float exp2_ftz(float v) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
-    return r;
-}
 __device__ __forceinline__ float gelu_half_range(float x) {
-    const float t = rcp_ftz(fmaf(0.3275911f * 0.70710678118654752f, fabsf(x), 1.0f));
+    const float t = rcp_approx(fmaf(0.3275911f * 0.70710678118654752f, fabsf(x), 1.0f));
     const float w = x * 0.84932180028801904f;
     const float half_poly = fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5307027145f, -0.7265760135f), 0.7107068705f),
                                          -0.142248368f), 0.127414796f);
-    const float q = t * half_poly * exp2_ftz(-w * w);  // 0.5 erfc(|x| / sqrt2)
+    const float q = t * half_poly * exp2_approx(-w * w);  // 0.5 erfc(|x| / sqrt2)
     return x * (x >= 0.0f ? 1.0f - q : q);              // 0.5 x (1 + erf(x / sqrt2)) either side of 0
 }
 
