@@ -864,6 +864,117 @@ static cinfer_status fuse_attention(graph *g, bool *changed) {
     return CINFER_OK;
 }
 
+/* ---- the Q, K and V projections of one input -> one GEMM ---- */
+
+/* CINFER_PACK_QKV=0 keeps the three projection GEMMs apart (to compare). */
+static bool pack_qkv_wanted(void) {
+    const char *v = getenv("CINFER_PACK_QKV");
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* What fuse_matmul_bias made of y = MatMul(x, W) + b on a 3-D x: Reshape(Gemm(Reshape(x, [-1, K]), W, b),
+ * Concat(lead, [N])), y read only by the node that asks. */
+typedef struct projection {
+    int x, rows, lead;   /* x, x as [rows, K] (the first Reshape's output), x's leading dims (the Concat's first) */
+    int weight, bias;    /* float constants: W [N, K] with transB, else [K, N]; b of N elements */
+    int64_t k, n;
+    bool trans_b;
+} projection;
+
+static bool projection_of(const graph *g, int y, projection *p) {
+    int r2 = producer_node(g, y);
+    if (r2 < 0 || !single_use(g, y) || !is_op(&g->nodes[r2], "Reshape") || g->nodes[r2].num_inputs != 2) return false;
+    int y2 = g->nodes[r2].inputs[0], gm = producer_node(g, y2), cc = producer_node(g, g->nodes[r2].inputs[1]);
+    if (gm < 0 || !single_use(g, y2) || !is_op(&g->nodes[gm], "Gemm") || g->nodes[gm].num_inputs != 3) return false;
+    if (cc < 0 || !is_op(&g->nodes[cc], "Concat") || g->nodes[cc].num_inputs != 2) return false;
+    const graph_node *gn = &g->nodes[gm];
+    for (int a = 0; a < gn->num_attrs; a++) /* alpha, beta or transA would change what the GEMM computes */
+        if (strcmp(gn->attrs[a].name, "transB") != 0) return false;
+    int r1 = producer_node(g, gn->inputs[0]);
+    if (r1 < 0 || !is_op(&g->nodes[r1], "Reshape")) return false;
+    p->x = g->nodes[r1].inputs[0], p->rows = gn->inputs[0], p->lead = g->nodes[cc].inputs[0];
+    p->weight = gn->inputs[1], p->bias = gn->inputs[2];
+    if (!graph_is_float_constant(g, p->weight) || !graph_is_float_constant(g, p->bias)) return false;
+    const tensor *w = &g->values[p->weight].constant, *last = &g->values[g->nodes[cc].inputs[1]].constant;
+    if (w->ndim != 2) return false;
+    p->trans_b = graph_attr_int(gn, "transB", 0) != 0;
+    p->n = w->dims[p->trans_b ? 0 : 1], p->k = w->dims[p->trans_b ? 1 : 0];
+    return tensor_numel(&g->values[p->bias].constant) == p->n && g->values[g->nodes[cc].inputs[1]].kind == VALUE_CONSTANT &&
+           last->dtype == CINFER_DTYPE_INT64 && tensor_numel(last) == 1 && ((const int64_t *)last->data)[0] == p->n;
+}
+
+/* A new float constant of the three projections' weights side by side ([3N, K] with transB, else [K, 3N]) or
+ * biases ([3N]); -1 on OOM. */
+static int packed_constant(graph *g, const char *base, const projection *pr, bool weights) {
+    const int64_t n = pr[0].n, k = pr[0].k, rows = weights && !pr[0].trans_b ? k : 1;
+    const int64_t piece = weights && pr[0].trans_b ? n * k : n; /* floats of one projection in a row */
+    float *buf = malloc((size_t)(rows * 3 * piece) * sizeof *buf);
+    if (!buf) return -1;
+    for (int64_t r = 0; r < rows; r++)
+        for (int i = 0; i < 3; i++) {
+            const float *src = g->values[weights ? pr[i].weight : pr[i].bias].constant.data;
+            memcpy(buf + (r * 3 + i) * piece, src + r * piece, (size_t)piece * sizeof *buf);
+        }
+    tensor t = {.dtype = CINFER_DTYPE_FLOAT, .ndim = weights ? 2 : 1, .data = buf};
+    if (!weights) t.dims[0] = 3 * n;
+    else if (pr[0].trans_b) t.dims[0] = 3 * n, t.dims[1] = k;
+    else t.dims[0] = k, t.dims[1] = 3 * n;
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", base, weights ? "qkv_weight" : "qkv_bias");
+    int v = graph_new_constant(g, name, &t);
+    free(buf);
+    return v;
+}
+
+/* Attention(q, k, v) whose q, k and v are projections of one x (self-attention; fuse_matmul_bias's Gemms, one head
+ * count for all three) reads one GEMM's output instead, [batch, seq, 3 * width] with Q, K and V its column thirds
+ * ("cinfer_packed_qkv"): one kernel over x where there were three, and a GEMM three times as wide (BERT-base: 36
+ * GEMMs a run fewer). The attention kernels read the thirds in place, rows 3 * width apart. */
+static cinfer_status pack_qkv_projections(graph *g, bool *changed) {
+    if (!pack_qkv_wanted()) return CINFER_OK;
+    const int num_nodes = g->num_nodes;
+    for (int i = 0; i < num_nodes; i++) {
+        const graph_node *an = &g->nodes[i];
+        if (!is_op(an, "Attention") || an->num_outputs != 1 || an->num_inputs < 3 || an->num_inputs > 4 ||
+            graph_node_attr(an, "cinfer_packed_qkv"))
+            continue;
+        const int64_t heads = graph_attr_int(an, "q_num_heads", 0);
+        if (heads <= 0 || graph_attr_int(an, "kv_num_heads", 0) != heads) continue;
+        projection pr[3];
+        bool fits = true;
+        for (int j = 0; j < 3 && fits; j++) fits = projection_of(g, an->inputs[j], &pr[j]);
+        for (int j = 1; j < 3 && fits; j++)
+            fits = pr[j].x == pr[0].x && pr[j].k == pr[0].k && pr[j].n == pr[0].n && pr[j].trans_b == pr[0].trans_b;
+        if (!fits) continue;
+        char base[512], name[512];
+        snprintf(base, sizeof base, "%s", an->name);
+        const int64_t width3 = 3 * pr[0].n;
+        const int w = packed_constant(g, base, pr, true), b = packed_constant(g, base, pr, false);
+        const int last = const_i64(g, "cinfer_n", &width3, 1);
+        snprintf(name, sizeof name, "%s/qkv_rows", base);
+        const int rows = graph_new_value(g, name);
+        snprintf(name, sizeof name, "%s/qkv_shape", base);
+        const int shape = graph_new_value(g, name);
+        snprintf(name, sizeof name, "%s/qkv", base);
+        const int packed = graph_new_value(g, name);
+        if (w < 0 || b < 0 || last < 0 || rows < 0 || shape < 0 || packed < 0)
+            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory packing the Q/K/V projections of '%s'", base);
+        const int gm_in[3] = {pr[0].rows, w, b}, cc_in[2] = {pr[0].lead, last}, rs_in[2] = {rows, shape};
+        const int gemm = add_fused_node(g, base, "Gemm", gm_in, 3, rows);
+        const int concat = add_fused_node(g, base, "Concat", cc_in, 2, shape);
+        if (gemm < 0 || concat < 0 || add_fused_node(g, base, "Reshape", rs_in, 2, packed) < 0)
+            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory packing the Q/K/V projections of '%s'", base);
+        CINFER_TRY(graph_node_add_int_attr(&g->nodes[concat], "axis", 0));
+        if (pr[0].trans_b) CINFER_TRY(graph_node_add_int_attr(&g->nodes[gemm], "transB", 1));
+        graph_node *node = &g->nodes[i]; /* adding nodes may have moved it */
+        for (int j = 0; j < 3; j++) node->inputs[j] = packed;
+        CINFER_TRY(graph_node_add_int_attr(node, "cinfer_packed_qkv", 1));
+        *changed = true;
+        graph_recount_uses(g); /* the three projections' outputs now have no reader */
+    }
+    return CINFER_OK;
+}
+
 cinfer_status graph_fuse(graph *g) {
     graph_recount_uses(g);
     CINFER_TRY(merge_common_subexpressions(g));
@@ -890,6 +1001,13 @@ cinfer_status graph_fuse_attention(graph *g) {
     CINFER_TRY(graph_sort(g)); /* the new nodes went to the end: dead-node removal walks in order */
     graph_remove_dead_nodes(g); /* the head splits, the K transpose's shape arithmetic, the scores */
     graph_compact(g);
+    bool packed = false;
+    CINFER_TRY(pack_qkv_projections(g, &packed));
+    if (packed) {
+        CINFER_TRY(graph_sort(g));
+        graph_remove_dead_nodes(g); /* the three projection GEMMs and their reshapes */
+        graph_compact(g);
+    }
     graph_mark_host_values(g);
     return CINFER_OK;
 }

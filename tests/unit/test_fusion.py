@@ -552,6 +552,31 @@ def test_self_attention_becomes_one_attention_node(lib, k_form, scale, precision
     assert np.all(got[2, 1] == 0), "the fully masked query row must be zeros (NaN guard)"
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_self_attention_projections_become_one_gemm(lib, monkeypatch, precision):
+    """The Q, K and V projections of one input become one GEMM whose output the Attention node reads in thirds;
+    CINFER_PACK_QKV=0 keeps three GEMMs, with the same result up to float rounding."""
+    m, feeds = self_attention_model(), attention_feeds()
+    ops, packed = attention_check(lib, m, feeds, fused=True, precision=precision)
+    assert ops.get("Gemm") == 1, ops
+    monkeypatch.setenv("CINFER_PACK_QKV", "0")
+    ops, apart = attention_check(lib, m, feeds, fused=True, precision=precision)
+    assert ops.get("Gemm") == 3, ops
+    np.testing.assert_allclose(packed, apart, rtol=1e-5 if precision == "fp32" else 1e-2, atol=1e-6)
+
+
+def test_projections_read_elsewhere_stay_apart(lib):
+    """A projection that is also a model output keeps its own GEMM (the attention still fuses), and the output
+    and the attention are right."""
+    m, feeds = self_attention_model(), attention_feeds()
+    m.graph.output.append(helper.make_tensor_value_info("lq", TensorProto.FLOAT, None))
+    ops, _ = attention_check(lib, m, feeds, fused=True, precision="fp32")
+    assert ops.get("Gemm") == 3, ops
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = Session(lib, m.SerializeToString()).run(feeds)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("mask,guard", [("keys", True), (None, False), ("full", True)])
 @pytest.mark.parametrize("seq,heads,size", [(16, 2, 64), (100, 3, 32), (130, 2, 128)])
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])

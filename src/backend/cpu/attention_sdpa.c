@@ -346,10 +346,13 @@ static void write_present(const attn_plan *p, tensor *out, const tensor *past, c
         }
 }
 
-/* Float32 copy of a tensor, each element optionally multiplied by `scale` and rounded to `r`. */
-static void stage(float *dst, const tensor *t, float scale, rnd_mode r) {
-    int64_t cnt = tensor_numel(t);
-    for (int64_t i = 0; i < cnt; i++) dst[i] = rnd(r, load_f(t->data, t->dtype, i) * scale);
+/* Float32 copy of a tensor (rows of its last dim lie `ld` elements apart in memory), each element optionally
+ * multiplied by `scale` and rounded to `r`; the copy is contiguous. */
+static void stage(float *dst, const tensor *t, int64_t ld, float scale, rnd_mode r) {
+    const int64_t width = t->ndim ? t->dims[t->ndim - 1] : 1, cnt = tensor_numel(t);
+    for (int64_t row = 0; width > 0 && row < cnt / width; row++)
+        for (int64_t i = 0; i < width; i++)
+            dst[row * width + i] = rnd(r, load_f(t->data, t->dtype, row * ld + i) * scale);
 }
 
 cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
@@ -362,14 +365,20 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
 
     attention_sdpa a;
     CINFER_TRY(attention_compute_sdpa(n, in, num_in, &a));
+    tensor thirds[3]; /* the fusion's packed Q/K/V: views into input 0, rows 3 * width apart */
+    if (a.packed) {
+        attention_packed_thirds(&in[0], a.packed, thirds);
+        q = &thirds[0], k = &thirds[1], v = &thirds[2];
+    }
     attn_plan p = {.rank3 = a.rank3, .batch = a.batch, .qh = a.qh, .kvh = a.kvh, .sq = a.sq, .skv = a.skv,
                    .hd = a.hd, .hdv = a.hdv, .mode = a.mode, .causal = a.causal, .left = a.left, .right = a.right,
                    .window = a.window, .nan_to_zero = graph_attr_int(n, "cinfer_nan_to_zero", 0) != 0,
                    .empty_rows_nan = graph_attr_int(n, "cinfer_empty_rows_nan", 0) != 0};
-    /* row strides: 3-D inputs interleave the heads */
-    p.ldq = p.rank3 ? q->dims[2] : p.hd;
-    p.ldk = p.rank3 ? k->dims[2] : p.hd;
-    p.ldv = p.rank3 ? v->dims[2] : p.hdv;
+    /* row strides in the inputs: 3-D inputs interleave the heads (packed ones the three projections too) */
+    const int64_t ldq_in = a.packed ? 3 * a.packed : p.rank3 ? q->dims[2] : p.hd;
+    const int64_t ldk_in = a.packed ? 3 * a.packed : p.rank3 ? k->dims[2] : p.hd;
+    const int64_t ldv_in = a.packed ? 3 * a.packed : p.rank3 ? v->dims[2] : p.hdv;
+    p.ldq = ldq_in, p.ldk = ldk_in, p.ldv = ldv_in;
     p.ldy = p.rank3 ? p.qh * p.hdv : p.hdv;
     p.has_past = attn_present(in, num_in, 4) && attn_present(in, num_in, 5); /* with data */
     p.past = p.has_past ? a.past : 0;
@@ -394,12 +403,14 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
     p.qk = num_out > 3 && out[3].data ? out[3].data : NULL;
     p.qkt = num_out > 3 ? out[3].dtype : CINFER_DTYPE_UNDEFINED;
 
-    if (num_out > 1 && out[1].data) write_present(&p, &out[1], &in[4], k, p.hd, p.ldk);
-    if (num_out > 2 && out[2].data) write_present(&p, &out[2], &in[5], v, p.hdv, p.ldv);
+    if (num_out > 1 && out[1].data) write_present(&p, &out[1], &in[4], k, p.hd, ldk_in);
+    if (num_out > 2 && out[2].data) write_present(&p, &out[2], &in[5], v, p.hdv, ldv_in);
     if (tensor_numel(&out[0]) == 0 && !p.qk) return CINFER_OK;
 
     /* scratch: float staging (low precision), the float mask, per-thread score and output blocks */
     bool stage_qk = qt != CINFER_DTYPE_FLOAT, stage_v = v->dtype != CINFER_DTYPE_FLOAT;
+    if (p.rank3 && stage_qk) p.ldq = q->dims[2], p.ldk = k->dims[2]; /* the staged copies are contiguous */
+    if (p.rank3 && stage_v) p.ldv = v->dims[2];
     const tensor *mask = attn_present(in, num_in, 3) ? &in[3] : NULL;
     int64_t nq = tensor_numel(q), nk = tensor_numel(k), nv = tensor_numel(v);
     int64_t npk = p.has_past ? tensor_numel(&in[4]) : 0, npv = p.has_past ? tensor_numel(&in[5]) : 0;
@@ -426,9 +437,9 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
     float *cur = buf;
     if (stage_qk) {
         float *sq_ = cur, *sk = cur + nq, *spk = cur + nq + nk;
-        stage(sq_, q, sf, p.rt);
-        stage(sk, k, sf, p.rt);
-        if (p.has_past) stage(spk, &in[4], sf, p.rt);
+        stage(sq_, q, ldq_in, sf, p.rt);
+        stage(sk, k, ldk_in, sf, p.rt);
+        if (p.has_past) stage(spk, &in[4], p.hd, sf, p.rt);
         p.q = sq_;
         p.k = sk;
         p.pk = p.has_past ? spk : NULL;
@@ -441,8 +452,8 @@ cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_i
         p.alpha = sf * sf;
     }
     if (stage_v) {
-        stage(cur, v, 1.0f, RND_NONE);
-        if (p.has_past) stage(cur + nv, &in[5], 1.0f, RND_NONE);
+        stage(cur, v, ldv_in, 1.0f, RND_NONE);
+        if (p.has_past) stage(cur + nv, &in[5], p.hdv, 1.0f, RND_NONE);
         p.v = cur;
         p.pv = p.has_past ? cur + nv : NULL;
         cur += nv + npv;

@@ -60,9 +60,31 @@ static void set_shape(tensor *out, cinfer_dtype dt, int ndim, const int64_t *dim
 
 /* ---- Attention (opset 23; 24 adds nonpad_kv_seqlen; 25 adds left/right_window_size) ---- */
 
+void attention_packed_thirds(const tensor *packed, int64_t width, tensor thirds[3]) {
+    const size_t es = cinfer_dtype_size(packed->dtype);
+    for (int i = 0; i < 3; i++) {
+        thirds[i] = *packed;
+        thirds[i].dims[2] = width;
+        thirds[i].data = packed->data ? (char *)packed->data + (size_t)(i * width) * es : NULL;
+        thirds[i].host_data = NULL;
+    }
+}
+
 cinfer_status attention_compute_sdpa(const graph_node *n, const tensor *in, int num_in, attention_sdpa *p) {
     const tensor *q = &in[0], *k = &in[1], *v = &in[2];
     char s1[128], s2[128];
+    /* the fusion's packed form: inputs 0..2 are one [batch, seq, 3 * width] value, checked here on the real shape */
+    tensor thirds[3];
+    int64_t packed = 0;
+    if (graph_attr_int(n, "cinfer_packed_qkv", 0)) {
+        if (q->ndim != 3 || q->dims[2] % 3 != 0 || num_in > 4)
+            return core_error(CINFER_ERR_INVALID_MODEL, "Attention node '%s' (fused Q/K/V projections): the packed "
+                              "projections have shape %s, expected [batch, seq, 3 * width] and no past inputs",
+                              n->name, tensor_shape_str(q, s1, sizeof s1));
+        packed = q->dims[2] / 3;
+        attention_packed_thirds(q, packed, thirds);
+        q = &thirds[0], k = &thirds[1], v = &thirds[2];
+    }
     CINFER_TRY(shape_expect_dtype(n, in, 0, attn_float_types));
     CINFER_TRY(expect_same_dtype(n, k, "K", q, "Q"));
     CINFER_TRY(shape_expect_dtype(n, in, 2, attn_float_types));
@@ -208,6 +230,7 @@ cinfer_status attention_compute_sdpa(const graph_node *n, const tensor *in, int 
     p->causal = graph_attr_int(n, "is_causal", 0) != 0;
     p->softcap = graph_attr_float(n, "softcap", 0.0f);
     p->scale = graph_node_attr(n, "scale") ? (double)graph_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)hd);
+    p->packed = packed;
     return CINFER_OK;
 }
 

@@ -24,7 +24,14 @@ typedef struct attention_sdpa {
     bool has_softmax_precision;
     cinfer_dtype softmax_precision;
     double scale;              /* scale, else 1 / sqrt(hd) */
+    int64_t packed;            /* > 0: Q, K and V are the column thirds of input 0, [batch, seq, 3 * packed]
+                                  ("cinfer_packed_qkv", graph/fusion.c's one GEMM for the three projections) */
 } attention_sdpa;
+
+/* Q, K and V of an Attention node whose input 0 packs them ("cinfer_packed_qkv"): views of `packed`
+ * [batch, seq, 3 * width] as [batch, seq, width] tensors starting at its columns 0, width and 2 * width. Their rows
+ * lie 3 * width elements apart, so only dims and data pointers may be read from them, never a contiguous block. */
+void attention_packed_thirds(const tensor *packed, int64_t width, tensor thirds[3]);
 
 cinfer_status attention_compute_sdpa(const graph_node *n, const tensor *in, int num_in, attention_sdpa *p);
 

@@ -268,13 +268,13 @@ template <typename T> __global__ void rows_kernel(attn_row_args a, bool use_smem
 }
 
 template <typename T>
-__global__ void stage_kernel(const T *src, float *dst, int64_t heads, int64_t seq, int64_t size, bool rank3,
+__global__ void stage_kernel(const T *src, float *dst, int64_t heads, int64_t seq, int64_t size, int64_t row_ld,
                              float scale, int mode, int64_t n) {
     CUDA_GRID_STRIDE(o, n) {
         int64_t si = o;
-        if (rank3) {
+        if (row_ld) {  // 3-D
             const int64_t d = o % size, t = o / size, s = t % seq, bh = t / seq, h = bh % heads, b = bh / heads;
-            si = ((b * seq + s) * heads + h) * size + d;
+            si = (b * seq + s) * row_ld + h * size + d;
         }
         dst[o] = rnd(mode, (float)load(src[si]) * scale);
     }
@@ -294,7 +294,7 @@ __global__ void store_kernel(const float *yf, T *y, int64_t qh, int64_t sq, int6
 
 template <typename U>
 __global__ void present_kernel(const U *past, const U *cur, U *present, int64_t kvh, int64_t past_len, int64_t seq,
-                               int64_t width, bool rank3, int64_t n) {
+                               int64_t width, int64_t row_ld, int64_t n) {
     const int64_t total = past_len + seq;
     CUDA_GRID_STRIDE(o, n) {
         const int64_t d = o % width, t = o / width, ti = t % total, bg = t / total;
@@ -302,16 +302,17 @@ __global__ void present_kernel(const U *past, const U *cur, U *present, int64_t 
             present[o] = past[(bg * past_len + ti) * width + d];
         } else {
             const int64_t s = ti - past_len, g = bg % kvh, b = bg / kvh;
-            present[o] = cur[rank3 ? ((b * seq + s) * kvh + g) * width + d : (bg * seq + s) * width + d];
+            present[o] = cur[row_ld ? (b * seq + s) * row_ld + g * width + d : (bg * seq + s) * width + d];
         }
     }
 }
 
 // Launch wrappers: the dtype dispatch macros take their body as one argument, and <<<...>>> commas would split it.
 template <typename T>
-void launch_stage(const void *src, float *dst, int64_t heads, int64_t seq, int64_t size, bool rank3, float scale,
-                  int mode, int64_t n, cudaStream_t stream) {
-    stage_kernel<T><<<grid_for(n), kBlock, 0, stream>>>((const T *)src, dst, heads, seq, size, rank3, scale, mode, n);
+void launch_stage(const void *src, float *dst, int64_t heads, int64_t seq, int64_t size, int64_t row_ld,
+                  float scale, int mode, int64_t n, cudaStream_t stream) {
+    stage_kernel<T><<<grid_for(n), kBlock, 0, stream>>>((const T *)src, dst, heads, seq, size, row_ld, scale, mode,
+                                                        n);
 }
 
 template <typename T>
@@ -327,9 +328,9 @@ void launch_store(const float *yf, void *y, int64_t qh, int64_t sq, int64_t hdv,
 
 template <typename U>
 void launch_present(const void *past, const void *cur, void *present, int64_t kvh, int64_t past_len, int64_t seq,
-                    int64_t width, bool rank3, int64_t n, cudaStream_t stream) {
+                    int64_t width, int64_t row_ld, int64_t n, cudaStream_t stream) {
     present_kernel<U><<<grid_for(n), kBlock, 0, stream>>>((const U *)past, (const U *)cur, (U *)present, kvh,
-                                                          past_len, seq, width, rank3, n);
+                                                          past_len, seq, width, row_ld, n);
 }
 
 } // namespace
@@ -344,11 +345,11 @@ void launch_present(const void *past, const void *cur, void *present, int64_t kv
     }
 
 extern "C" cudaError_t attn_sdpa_stage(cinfer_dtype t, const void *src, float *dst, int64_t batch, int64_t heads,
-                                       int64_t seq, int64_t size, bool rank3, float scale, int rnd_mode,
+                                       int64_t seq, int64_t size, int64_t row_ld, float scale, int rnd_mode,
                                        cudaStream_t stream) {
     const int64_t n = batch * heads * seq * size;
     if (n == 0) return cudaSuccess;
-    ATTN_DISPATCH(t, T, launch_stage<T>(src, dst, heads, seq, size, rank3, scale, rnd_mode, n, stream));
+    ATTN_DISPATCH(t, T, launch_stage<T>(src, dst, heads, seq, size, row_ld, scale, rnd_mode, n, stream));
     return cudaGetLastError();
 }
 
@@ -372,12 +373,12 @@ extern "C" cudaError_t attn_sdpa_store(cinfer_dtype t, const float *yf, void *y,
 
 extern "C" cudaError_t attn_sdpa_present(size_t elem_size, const void *past, const void *cur, void *present,
                                          int64_t batch, int64_t kvh, int64_t past_len, int64_t seq, int64_t width,
-                                         bool rank3, cudaStream_t stream) {
+                                         int64_t row_ld, cudaStream_t stream) {
     const int64_t n = batch * kvh * (past_len + seq) * width;
     if (n == 0) return cudaSuccess;
     // the dispatch macros bind the element type to the name T
     CUDA_DISPATCH_BY_SIZE(elem_size, T,
-                          launch_present<T>(past, cur, present, kvh, past_len, seq, width, rank3, n, stream),
+                          launch_present<T>(past, cur, present, kvh, past_len, seq, width, row_ld, n, stream),
                           return cudaErrorInvalidValue);
     return cudaGetLastError();
 }

@@ -39,9 +39,10 @@ typedef struct attn_row_args {
 } attn_row_args;
 
 /* dst[b, h, s, d] (float32, [batch, heads, seq, size]) = round(src * scale) from a 4-D src of the same layout
- * or a 3-D src [batch, seq, heads * size]. t: float, float16 or bfloat16. */
+ * (row_ld 0) or a 3-D src [batch, seq, heads * size] whose rows lie row_ld elements apart (heads * size, or more
+ * for Attention's packed Q/K/V). t: float, float16 or bfloat16. */
 cudaError_t attn_sdpa_stage(cinfer_dtype t, const void *src, float *dst, int64_t batch, int64_t heads, int64_t seq,
-                            int64_t size, bool rank3, float scale, int rnd, cudaStream_t stream);
+                            int64_t size, int64_t row_ld, float scale, int rnd, cudaStream_t stream);
 
 /* Bias, softcap, softmax and qk_matmul_output of a chunk of score rows; qk_dtype is the Q dtype. */
 cudaError_t attn_sdpa_rows(cinfer_dtype qk_dtype, const attn_row_args *args, cudaStream_t stream);
@@ -52,9 +53,10 @@ cudaError_t attn_sdpa_store(cinfer_dtype t, const float *yf, void *y, int64_t ba
                             int64_t hdv, bool rank3, cudaStream_t stream);
 
 /* present [batch, kvh, past + seq, width] = concat(past (or none), cur) along the sequence axis, cur 4-D
- * [batch, kvh, seq, width] or 3-D [batch, seq, kvh * width]; elements of elem_size bytes. */
+ * [batch, kvh, seq, width] (row_ld 0) or 3-D [batch, seq, kvh * width] with rows row_ld elements apart; elements
+ * of elem_size bytes. */
 cudaError_t attn_sdpa_present(size_t elem_size, const void *past, const void *cur, void *present, int64_t batch,
-                              int64_t kvh, int64_t past_len, int64_t seq, int64_t width, bool rank3,
+                              int64_t kvh, int64_t past_len, int64_t seq, int64_t width, int64_t row_ld,
                               cudaStream_t stream);
 
 #ifdef __cplusplus

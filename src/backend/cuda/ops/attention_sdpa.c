@@ -134,10 +134,18 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
 
     attention_sdpa a;
     CINFER_TRY(attention_compute_sdpa(n, in, num_in, &a));
+    tensor thirds[3]; /* the fusion's packed Q/K/V: views into input 0, rows 3 * width apart */
+    if (a.packed) {
+        attention_packed_thirds(&in[0], a.packed, thirds);
+        q = &thirds[0], k = &thirds[1], v = &thirds[2];
+    }
     const bool rank3 = a.rank3;
     const bool has_past = cuda_attn_present(in, num_in, 4) && cuda_attn_present(in, num_in, 5); /* with data */
     const int64_t batch = a.batch, qh = a.qh, kvh = a.kvh, sq = a.sq, skv = a.skv, hd = a.hd, hdv = a.hdv;
     const int64_t past = has_past ? a.past : 0, total = past + skv, rep = qh / kvh;
+    /* element strides of 3-D rows: the heads interleave in a row, and packed rows hold Q, K and V */
+    const int64_t q_row = a.packed ? 3 * a.packed : qh * hd, k_row = a.packed ? 3 * a.packed : kvh * hd;
+    const int64_t v_row = a.packed ? 3 * a.packed : kvh * hdv;
 
     attn_row_args ra;
     memset(&ra, 0, sizeof ra);
@@ -182,10 +190,10 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
                               .mask_dtype = ra.mask_dtype, .mlen = ra.mlen, .ms_b = ra.ms_b, .ms_h = ra.ms_h,
                               .ms_q = ra.ms_q, .nan_to_zero = ra.nan_to_zero,
                               .empty_rows_nan = ra.empty_rows_nan};
-        /* element strides of (batch, head, position): 3-D inputs interleave the heads in a row */
-        fa.q_sb = sq * qh * hd, fa.q_sh = rank3 ? hd : sq * hd, fa.q_ss = rank3 ? qh * hd : hd;
-        fa.kv_sb = skv * kvh * hd, fa.kv_sh = rank3 ? hd : skv * hd, fa.kv_ss = rank3 ? kvh * hd : hd;
-        fa.y_sb = fa.q_sb, fa.y_sh = fa.q_sh, fa.y_ss = fa.q_ss;
+        /* element strides of (batch, head, position); K and V share theirs (hd == hdv) */
+        fa.q_sb = sq * q_row, fa.q_sh = rank3 ? hd : sq * hd, fa.q_ss = rank3 ? q_row : hd;
+        fa.kv_sb = skv * k_row, fa.kv_sh = rank3 ? hd : skv * hd, fa.kv_ss = rank3 ? k_row : hd;
+        fa.y_sb = sq * qh * hd, fa.y_sh = fa.q_sh, fa.y_ss = rank3 ? qh * hd : hd;
         if (attn_flash_fits(qt, &fa)) return cuda_check_launch(n, "fused attention", attn_flash_run(qt, &fa, x->stream));
     }
 
@@ -193,13 +201,13 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
     if (num_out > 1 && out[1].data)
         CINFER_TRY(cuda_check_launch(n, "present_key",
                                      attn_sdpa_present(cinfer_dtype_size(out[1].dtype), has_past ? in[4].data : NULL,
-                                                       k->data, out[1].data, batch, kvh, past, skv, hd, rank3,
-                                                       x->stream)));
+                                                       k->data, out[1].data, batch, kvh, past, skv, hd,
+                                                       rank3 ? k_row : 0, x->stream)));
     if (num_out > 2 && out[2].data)
         CINFER_TRY(cuda_check_launch(n, "present_value",
                                      attn_sdpa_present(cinfer_dtype_size(out[2].dtype), has_past ? in[5].data : NULL,
-                                                       v->data, out[2].data, batch, kvh, past, skv, hdv, rank3,
-                                                       x->stream)));
+                                                       v->data, out[2].data, batch, kvh, past, skv, hdv,
+                                                       rank3 ? v_row : 0, x->stream)));
     const int64_t rows_all = batch * qh * sq;
     const bool want_y = tensor_numel(&out[0]) > 0;
     if ((!want_y && !ra.qk) || rows_all == 0) return CINFER_OK;
@@ -236,26 +244,27 @@ cinfer_status cuda_run_attention(cuda_exec *x, const graph_node *n, const tensor
     const float *qs = q->data, *ks = k->data, *pks = has_past ? in[4].data : NULL;
     const float *vs = v->data, *pvs = has_past ? in[5].data : NULL;
     if (!qk_direct) {
-        CINFER_TRY(cuda_check_launch(n, "stage Q", attn_sdpa_stage(qt, q->data, qs_buf, batch, qh, sq, hd, rank3,
-                                                                   qk_scale, ra.rt, x->stream)));
-        CINFER_TRY(cuda_check_launch(n, "stage K", attn_sdpa_stage(qt, k->data, ks_buf, batch, kvh, skv, hd, rank3,
-                                                                   qk_scale, ra.rt, x->stream)));
+        CINFER_TRY(cuda_check_launch(n, "stage Q", attn_sdpa_stage(qt, q->data, qs_buf, batch, qh, sq, hd,
+                                                                   rank3 ? q_row : 0, qk_scale, ra.rt, x->stream)));
+        CINFER_TRY(cuda_check_launch(n, "stage K", attn_sdpa_stage(qt, k->data, ks_buf, batch, kvh, skv, hd,
+                                                                   rank3 ? k_row : 0, qk_scale, ra.rt, x->stream)));
         qs = qs_buf;
         ks = ks_buf;
     }
     if (has_past && !f32) {
         CINFER_TRY(cuda_check_launch(n, "stage past_key", attn_sdpa_stage(qt, in[4].data, pks_buf, batch, kvh, past,
-                                                                          hd, false, qk_scale, ra.rt, x->stream)));
+                                                                          hd, 0, qk_scale, ra.rt, x->stream)));
         pks = pks_buf;
     }
     if (!v_direct) {
-        CINFER_TRY(cuda_check_launch(n, "stage V", attn_sdpa_stage(vt, v->data, vs_buf, batch, kvh, skv, hdv, rank3,
-                                                                   1.0f, ATTN_RND_NONE, x->stream)));
+        CINFER_TRY(cuda_check_launch(n, "stage V", attn_sdpa_stage(vt, v->data, vs_buf, batch, kvh, skv, hdv,
+                                                                   rank3 ? v_row : 0, 1.0f, ATTN_RND_NONE,
+                                                                   x->stream)));
         vs = vs_buf;
     }
     if (has_past && !v32) {
         CINFER_TRY(cuda_check_launch(n, "stage past_value", attn_sdpa_stage(vt, in[5].data, pvs_buf, batch, kvh, past,
-                                                                            hdv, false, 1.0f, ATTN_RND_NONE,
+                                                                            hdv, 0, 1.0f, ATTN_RND_NONE,
                                                                             x->stream)));
         pvs = pvs_buf;
     }
