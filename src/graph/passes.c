@@ -360,24 +360,30 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
     return CINFER_OK;
 }
 
-/* Conv or Gemm followed by Relu (its output used by nothing else): the Conv or Gemm applies the Relu
- * itself while its output is in cache (a GPU Gemm in cuBLASLt's RELU / RELU_BIAS epilogue), marked by the
- * internal attribute "cinfer_fused_relu" that every backend's Conv and Gemm honour. max(0, .) commutes with the
- * rounding to a half type, so the result is the same bits. */
-static cinfer_status fuse_relu(graph *g) {
+/* Conv or Gemm followed by Relu, or Gemm followed by Gelu (its output used by nothing else): the Conv or Gemm
+ * applies the activation itself while its output is in cache (a GPU Gemm in cuBLASLt's RELU(_BIAS) or GELU(_BIAS)
+ * epilogue), marked by the internal attribute "cinfer_fused_relu", or "cinfer_fused_gelu" (1: the erf form, 2: the
+ * tanh form), that every backend's Conv and Gemm honour. max(0, .) commutes with the rounding to a half type, so a
+ * fused Relu gives the same bits; for the Gelu, see the CUDA Gemm (backend/cuda/ops/linalg.c). */
+static cinfer_status fuse_activations(graph *g) {
     for (int i = 0; i < g->num_nodes; i++) {
-        graph_node *relu = &g->nodes[i];
-        if (relu->removed || strcmp(relu->op_type, "Relu") != 0 || relu->num_inputs != 1 || relu->inputs[0] < 0) continue;
-        int y = relu->inputs[0];
+        graph_node *act = &g->nodes[i];
+        if (act->removed || act->num_inputs != 1 || act->inputs[0] < 0) continue;
+        const bool relu = strcmp(act->op_type, "Relu") == 0, gelu = strcmp(act->op_type, "Gelu") == 0;
+        if (!relu && !gelu) continue;
+        const char *form = gelu ? graph_attr_string(act, "approximate", "none") : "";
+        if (gelu && strcmp(form, "none") != 0 && strcmp(form, "tanh") != 0) continue; /* the schema names the error */
+        int y = act->inputs[0];
         const graph_value *yv = &g->values[y];
         if (yv->producer < 0 || yv->num_consumers != 1 || yv->is_output) continue;
         graph_node *p = &g->nodes[yv->producer];
-        if (p->removed || (strcmp(p->op_type, "Conv") != 0 && strcmp(p->op_type, "Gemm") != 0) ||
-            graph_node_attr(p, "cinfer_fused_relu"))
+        if (p->removed || (strcmp(p->op_type, "Gemm") != 0 && (gelu || strcmp(p->op_type, "Conv") != 0)) ||
+            graph_node_attr(p, "cinfer_fused_relu") || graph_node_attr(p, "cinfer_fused_gelu"))
             continue;
-        CINFER_TRY(graph_node_add_int_attr(p, "cinfer_fused_relu", 1));
-        p->outputs[0] = relu->outputs[0];
-        relu->removed = true;
+        if (relu) CINFER_TRY(graph_node_add_int_attr(p, "cinfer_fused_relu", 1));
+        else CINFER_TRY(graph_node_add_int_attr(p, "cinfer_fused_gelu", strcmp(form, "tanh") == 0 ? 2 : 1));
+        p->outputs[0] = act->outputs[0];
+        act->removed = true;
         graph_recount_uses(g);
     }
     return CINFER_OK;
@@ -482,11 +488,11 @@ cinfer_status graph_optimize(graph *g) {
     CINFER_TRY(remove_identities(g));
     CINFER_TRY(fold_constants(g));
     CINFER_TRY(fold_conv_batchnorm(g));
-    CINFER_TRY(fuse_relu(g));
+    CINFER_TRY(fuse_activations(g));
     mark_value_needed(g); /* the probes evaluate the shape subgraphs as a plan would */
     CINFER_TRY(graph_infer_static_shapes(g));
     CINFER_TRY(graph_fuse(g));
-    CINFER_TRY(fuse_relu(g)); /* the Gemms graph_fuse made from MatMul + bias */
+    CINFER_TRY(fuse_activations(g)); /* the Gemms graph_fuse made from MatMul + bias */
     CINFER_TRY(graph_fuse_lookup_concat(g));
     CINFER_TRY(graph_fuse_elementwise_chains(g));
     graph_remove_dead_nodes(g);

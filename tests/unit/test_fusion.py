@@ -227,6 +227,39 @@ def test_gemm_relu_fuses_into_the_gemm(lib, form):
     assert (got == 0).any() and (got > 0).any()
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("form", ["erf_pattern", "gelu", "gelu_tanh"])
+def test_gemm_gelu_fuses_into_the_gemm(lib, monkeypatch, form, precision):
+    """A Gelu after MatMul + bias (the pattern BERT exports write, or the opset-20 Gelu op, erf or tanh form) runs in
+    the Gemm (a GPU: cuBLASLt's GELU_BIAS epilogue for the tanh form, and in half precision for the erf form too;
+    else the Gelu kernel after the GEMM): no Gelu node left, onnxruntime's values; CINFER_GELU_EPILOGUE=0 (the Gelu
+    kernel) agrees within the two forms' difference."""
+    c = {"w": f32(64, 96, seed=1) * 0.25, "b": f32(96, seed=2)}
+    nodes = [N("MatMul", ["x", "w"], ["mm"]), N("Add", ["mm", "b"], ["m"])]
+    if form == "erf_pattern":
+        c.update({"sqrt2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32),
+                  "half": np.array(0.5, np.float32)})
+        nodes += [N("Div", ["m", "sqrt2"], ["t"]), N("Erf", ["t"], ["e"]), N("Add", ["e", "one"], ["p"]),
+                  N("Mul", ["m", "p"], ["h"]), N("Mul", ["h", "half"], ["y"])]
+    else:
+        nodes += [N("Gelu", ["m"], ["y"], approximate="tanh" if form == "gelu_tanh" else "none")]
+    g = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in c.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    feeds = {"x": f32(33, 64, seed=3)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    s = Session(lib, m.SerializeToString(), options={"precision": precision, "profile": "1"})
+    ops = session_ops(lib, s)
+    assert ops.get("Gemm") == 1 and set(ops) <= {"Gemm", "Cast"}, ops  # (a half session casts at its ends)
+    got = s.run(feeds)[0]
+    tol = dict(rtol=1e-5, atol=1e-5) if precision == "fp32" else dict(rtol=2e-2, atol=1e-2)
+    np.testing.assert_allclose(got, want, **tol)
+    monkeypatch.setenv("CINFER_GELU_EPILOGUE", "0")
+    kernel = Session(lib, m.SerializeToString(), options={"precision": precision}).run(feeds)[0]
+    np.testing.assert_allclose(got, kernel, rtol=0, atol=1e-5 if precision == "fp32" else 1e-2)
+
+
 def test_gemm_read_elsewhere_keeps_its_relu(lib):
     m = model([N("Gemm", ["x", "w", "b"], ["m"], transB=1), N("Relu", ["m"], ["r"]), N("Add", ["m", "r"], ["y"])],
               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],

@@ -243,11 +243,18 @@ DEFINE_GEMM_INT(gemm_u64, uint64_t, uint64_t)
 
 static cinfer_status gemm_product(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
-/* Gemm, then the fused Relu ("cinfer_fused_relu", graph/passes.c) in place over Y through the Relu kernel itself
- * (half types are staged through float32 and get it there). */
+/* Gemm, then the fused Relu or Gelu ("cinfer_fused_relu", "cinfer_fused_gelu": 1 erf, 2 tanh; graph/passes.c) in
+ * place over Y through the activation's own kernel (half types are staged through float32 and get it there). */
 static cinfer_status run_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     if (cpu_is_half(in[0].dtype)) return run_staged(n, in, num_in, out, num_out, run_gemm);
     CINFER_TRY(gemm_product(n, in, num_in, out, num_out));
+    const int64_t gelu = graph_attr_int(n, "cinfer_fused_gelu", 0);
+    if (gelu) {
+        graph_attr form = {.name = "approximate", .type = ATTR_STRING, .s = gelu == 2 ? "tanh" : "none"};
+        form.n = strlen(form.s);
+        graph_node act = {.name = n->name, .op_type = "Gelu", .domain = "", .num_attrs = 1, .attrs = &form};
+        return cpu_run_unary_op(&act, out, 1, out, 1);
+    }
     if (!graph_attr_int(n, "cinfer_fused_relu", 0) || out[0].dtype == CINFER_DTYPE_UINT32 ||
         out[0].dtype == CINFER_DTYPE_UINT64) /* unsigned: max(0, y) is y */
         return CINFER_OK;

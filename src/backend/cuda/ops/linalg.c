@@ -20,6 +20,9 @@
 
 /* ---- cuBLASLt plans ---- */
 
+/* An activation in the GEMM's epilogue: cuBLASLt's GELU is the tanh form, 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))). */
+typedef enum lt_activation { LT_ACT_NONE = 0, LT_ACT_RELU = 1, LT_ACT_GELU = 2 } lt_activation;
+
 /* Everything a plan's descriptors and algorithm depend on; compared with memcmp, so always zero-filled first. */
 typedef struct lt_key {
     int device;
@@ -27,7 +30,7 @@ typedef struct lt_key {
     int tf32;             /* float32 with TF32 tensor cores (session precision "tf32") */
     int trans_a, trans_b; /* cuBLASLt operands (A = our B, B = our A) */
     int bias;             /* CUBLASLT_EPILOGUE_BIAS (a per-row vector of D) */
-    int relu;             /* max(0, .) in the epilogue: CUBLASLT_EPILOGUE_RELU, or RELU_BIAS with bias */
+    int act;              /* lt_activation in the epilogue: RELU / GELU, or RELU_BIAS / GELU_BIAS with bias */
     int align_a, align_b, align_c, align_bias;
     int64_t m, n, k;                /* cuBLASLt's column-major M, N, K */
     int64_t rows_a, cols_a, lda;    /* stored shapes (before op) */
@@ -97,12 +100,14 @@ static cublasStatus_t lt_desc(cublasLtMatmulDesc_t *desc, const lt_key *k, const
     cublasOperation_t ta = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    if (st == CUBLAS_STATUS_SUCCESS && k->relu && !k->bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_RELU;
+    if (st == CUBLAS_STATUS_SUCCESS && k->act != LT_ACT_NONE && !k->bias) {
+        cublasLtEpilogue_t epi = k->act == LT_ACT_RELU ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_GELU;
         st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     }
     if (st == CUBLAS_STATUS_SUCCESS && k->bias) {
-        cublasLtEpilogue_t epi = k->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+        cublasLtEpilogue_t epi = k->act == LT_ACT_RELU   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                 : k->act == LT_ACT_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                         : CUBLASLT_EPILOGUE_BIAS;
         int32_t bias_type = (int32_t)lt_data_type((cinfer_dtype)k->dtype);
         st = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
         if (st == CUBLAS_STATUS_SUCCESS)
@@ -219,7 +224,7 @@ typedef struct lt_gemm {
     int64_t batch, stride_a, stride_b, stride_c;
     double alpha, beta;
     const void *bias; /* per-row bias of D (epilogue), or NULL */
-    bool relu;        /* max(0, .) of D in the epilogue (a fused Relu) */
+    lt_activation act; /* of D in the epilogue (a fused Relu or Gelu) */
 } lt_gemm;
 
 static void lt_key_fill(cuda_exec *x, const lt_gemm *g, const uintptr_t *pa, const uintptr_t *pb, const uintptr_t *pc,
@@ -232,7 +237,7 @@ static void lt_key_fill(cuda_exec *x, const lt_gemm *g, const uintptr_t *pa, con
     key->trans_a = g->trans_a;
     key->trans_b = g->trans_b;
     key->bias = g->bias != NULL;
-    key->relu = g->relu;
+    key->act = (int)g->act;
     key->m = g->m;
     key->n = g->n;
     key->k = g->k;
@@ -438,29 +443,51 @@ static cinfer_status run_matmul(cuda_exec *x, const graph_node *n, const tensor 
 /* ---- Gemm ---- */
 
 static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                  bool epilogue_relu, bool *relu_done);
+                                  lt_activation act, bool *act_done);
 
-/* Gemm with its fused Relu ("cinfer_fused_relu", graph/passes.c) in cuBLASLt's RELU / RELU_BIAS epilogue (one
- * kernel; a NaN product may come out as 0 there, where a separate Relu passes NaN); where cuBLASLt has no such
- * algorithm, and for the integer and empty products, the Relu kernel runs after. */
+/* CINFER_GELU_EPILOGUE=0: a fused erf Gelu in half precision runs as its own kernel after the GEMM (to compare). */
+static bool gelu_epilogue_wanted(void) {
+    const char *v = getenv("CINFER_GELU_EPILOGUE");
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* Gemm with its fused activation (graph/passes.c) in cuBLASLt's epilogue, one kernel: a Relu ("cinfer_fused_relu";
+ * a NaN product may come out as 0 there, where a separate Relu passes NaN) in RELU / RELU_BIAS, a Gelu
+ * ("cinfer_fused_gelu": 1 the erf form, 2 the tanh form) in GELU / GELU_BIAS. That epilogue is the tanh form, so an
+ * erf Gelu goes there only in float16/bfloat16, where the two forms' largest difference (4.7e-4, near x = 2.7) is
+ * below the rounding of the pre-activation it replaces (a float16 ulp is 2e-3 there: the epilogue applies the Gelu to
+ * the float32 sum, before any rounding); in float32 the erf Gelu kernel runs after the GEMM. Where cuBLASLt has no
+ * such algorithm, and for the integer and empty products, the activation's kernel runs after. */
 static cinfer_status run_gemm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                               int num_out) {
     (void)num_out;
-    bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0, done = false;
-    bool in_epilogue = relu && lt_dtype(in[0].dtype) && in[0].dtype != CINFER_DTYPE_DOUBLE;
-    cinfer_status st = gemm_product(x, n, in, num_in, out, in_epilogue, &done);
-    if (st == CINFER_ERR_UNSUPPORTED && in_epilogue) st = gemm_product(x, n, in, num_in, out, false, &done);
-    if (st != CINFER_OK || !relu || done || tensor_numel(&out[0]) == 0) return st;
-    if (!cuda_ew_unary_supported(CUDA_EW_RELU, out[0].dtype)) return CINFER_OK; /* unsigned: max(0, y) is y */
+    const cinfer_dtype t = in[0].dtype;
+    const bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0;
+    const int64_t gelu = graph_attr_int(n, "cinfer_fused_gelu", 0);
+    const bool half = t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
+    lt_activation act = LT_ACT_NONE;
+    if (relu && lt_dtype(t) && t != CINFER_DTYPE_DOUBLE) act = LT_ACT_RELU;
+    if ((gelu == 2 && lt_dtype(t) && t != CINFER_DTYPE_DOUBLE) || (gelu == 1 && half && gelu_epilogue_wanted()))
+        act = LT_ACT_GELU;
+    bool done = false;
+    cinfer_status st = gemm_product(x, n, in, num_in, out, act, &done);
+    if (st == CINFER_ERR_UNSUPPORTED && act != LT_ACT_NONE) st = gemm_product(x, n, in, num_in, out, LT_ACT_NONE, &done);
+    if (st != CINFER_OK || (!relu && !gelu) || done || tensor_numel(&out[0]) == 0) return st;
+    const cuda_ew_unary_op op = relu ? CUDA_EW_RELU : gelu == 2 ? CUDA_EW_GELU_TANH : CUDA_EW_GELU;
+    if (!cuda_ew_unary_supported(op, out[0].dtype)) {
+        if (relu) return CINFER_OK; /* unsigned: max(0, y) is y */
+        return cuda_unsupported_dtype(n, out[0].dtype);
+    }
     cuda_ew_unary_params none = {0};
-    return cuda_check_launch(n, "Gemm fused Relu", cuda_ew_unary(CUDA_EW_RELU, out[0].dtype, out[0].data, out[0].data,
-                                                                 tensor_numel(&out[0]), none, x->stream));
+    return cuda_check_launch(n, relu ? "Gemm fused Relu" : "Gemm fused Gelu",
+                             cuda_ew_unary(op, out[0].dtype, out[0].data, out[0].data, tensor_numel(&out[0]), none,
+                                           x->stream));
 }
 
-/* Y = alpha op(A) op(B) + beta C; *relu_done: the Relu ran in the epilogue (epilogue_relu and the GEMM path). */
+/* Y = alpha op(A) op(B) + beta C; *act_done: the activation ran in the epilogue (act and the GEMM path). */
 static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                  bool epilogue_relu, bool *relu_done) {
-    *relu_done = false;
+                                  lt_activation act, bool *act_done) {
+    *act_done = false;
     const tensor *a = &in[0], *b = &in[1];
     const tensor *c = num_in > 2 && in[2].dtype != CINFER_DTYPE_UNDEFINED ? &in[2] : NULL;
     tensor *y = &out[0];
@@ -495,7 +522,7 @@ static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tenso
         .rows_a = tb ? k : nn, .cols_a = tb ? nn : k, .lda = tb ? k : nn, /* our B */
         .rows_b = ta ? m : k, .cols_b = ta ? k : m, .ldb = ta ? m : k,    /* our A */
         .ldc = nn, .batch = 1, .stride_a = 0, .stride_b = 0, .stride_c = 0,
-        .alpha = alpha, .beta = 0.0, .bias = bias ? cdata : NULL, .relu = epilogue_relu,
+        .alpha = alpha, .beta = 0.0, .bias = bias ? cdata : NULL, .act = act,
     };
     uintptr_t pa = (uintptr_t)b->data, pb = (uintptr_t)a->data, pc = (uintptr_t)y->data;
     cinfer_status st = CINFER_ERR_UNSUPPORTED;
@@ -513,8 +540,8 @@ static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tenso
     if (st == CINFER_ERR_UNSUPPORTED)
         return core_error(CINFER_ERR_UNSUPPORTED, "Gemm node '%s': cuBLASLt has no algorithm for %s %lldx%lldx%lld%s",
                           n->name, cinfer_dtype_name(a->dtype), (long long)m, (long long)nn, (long long)k,
-                          epilogue_relu ? " with a Relu epilogue" : "");
-    *relu_done = st == CINFER_OK && epilogue_relu;
+                          act == LT_ACT_RELU ? " with a Relu epilogue" : act == LT_ACT_GELU ? " with a Gelu epilogue" : "");
+    *act_done = st == CINFER_OK && act != LT_ACT_NONE;
     return st;
 }
 
