@@ -360,7 +360,8 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
     return CINFER_OK;
 }
 
-/* Conv or Gemm followed by Relu, or Gemm followed by Gelu (its output used by nothing else): the Conv or Gemm
+/* Conv or Gemm followed by Relu, or Gemm followed by Gelu (its output used by nothing else; a Reshape may sit
+ * between, its output then the activation's): the Conv or Gemm
  * applies the activation itself while its output is in cache (a GPU Gemm in cuBLASLt's RELU(_BIAS) or GELU(_BIAS)
  * epilogue), marked by the internal attribute "cinfer_fused_relu", or "cinfer_fused_gelu" (1: the erf form, 2: the
  * tanh form), that every backend's Conv and Gemm honour. max(0, .) commutes with the rounding to a half type, so a
@@ -376,13 +377,19 @@ static cinfer_status fuse_activations(graph *g) {
         int y = act->inputs[0];
         const graph_value *yv = &g->values[y];
         if (yv->producer < 0 || yv->num_consumers != 1 || yv->is_output) continue;
-        graph_node *p = &g->nodes[yv->producer];
+        graph_node *p = &g->nodes[yv->producer], *last = p; /* last: the node whose output the activation's becomes */
+        if (!p->removed && strcmp(p->op_type, "Reshape") == 0 && p->inputs[0] >= 0) {
+            /* an elementwise activation commutes with a Reshape: the one fuse_matmul_bias puts after its Gemms */
+            const graph_value *rv = &g->values[p->inputs[0]];
+            if (rv->producer < 0 || rv->num_consumers != 1 || rv->is_output) continue;
+            p = &g->nodes[rv->producer];
+        }
         if (p->removed || (strcmp(p->op_type, "Gemm") != 0 && (gelu || strcmp(p->op_type, "Conv") != 0)) ||
             graph_node_attr(p, "cinfer_fused_relu") || graph_node_attr(p, "cinfer_fused_gelu"))
             continue;
         if (relu) CINFER_TRY(graph_node_add_int_attr(p, "cinfer_fused_relu", 1));
         else CINFER_TRY(graph_node_add_int_attr(p, "cinfer_fused_gelu", strcmp(form, "tanh") == 0 ? 2 : 1));
-        p->outputs[0] = act->outputs[0];
+        last->outputs[0] = act->outputs[0];
         act->removed = true;
         graph_recount_uses(g);
     }
