@@ -14,7 +14,8 @@
  *    between, folds c into the Linear's weight and bias (attention's 1/sqrt(sqrt(d)) on Q and K);
  *  - attention (graph_fuse_attention, after the others): softmax(Q.K^T * s + mask).V between the head split and
  *    merge of 3-D projections becomes one Attention node (opset 23 semantics, 3-D inputs), which the GPU runs as one
- *    fused kernel (tensor cores in half precision, FMA units in float32), and the CPU with no layout copies;
+ *    fused kernel (tensor cores in half precision, FMA units in float32), and the CPU with no layout copies; then
+ *    its Q, K and V projections of one input become one GEMM whose output it reads in thirds ("cinfer_packed_qkv");
  *  - elementwise chains (graph_fuse_elementwise_chains, before the attention): runs of float elementwise steps with scalar constants
  *    (Sub, Div, Add, Clip, Relu, Sigmoid...) become one ElementwiseChain node, one pass over memory instead of one
  *    per step; in half-precision graphs it also takes in the precision casts at its ends.
