@@ -929,7 +929,7 @@ static int packed_constant(graph *g, const char *base, const projection *pr, boo
 
 /* Attention(q, k, v) whose q, k and v are projections of one x (self-attention; fuse_matmul_bias's Gemms, one head
  * count for all three) reads one GEMM's output instead, [batch, seq, 3 * width] with Q, K and V its column thirds
- * ("cinfer_packed_qkv"): one kernel over x where there were three, and a GEMM three times as wide (BERT-base: 36
+ * ("cinfer_packed_qkv"): one kernel over x where there were three, and a GEMM three times as wide (BERT-base: 24
  * GEMMs a run fewer). The attention kernels read the thirds in place, rows 3 * width apart. */
 static cinfer_status pack_qkv_projections(graph *g, bool *changed) {
     if (!pack_qkv_wanted()) return CINFER_OK;

@@ -361,10 +361,10 @@ static cinfer_status fold_conv_batchnorm(graph *g) {
 }
 
 /* Conv or Gemm followed by Relu, or Gemm followed by Gelu (its output used by nothing else; a Reshape may sit
- * between, its output then the activation's): the Conv or Gemm
- * applies the activation itself while its output is in cache (a GPU Gemm in cuBLASLt's RELU(_BIAS) or GELU(_BIAS)
- * epilogue), marked by the internal attribute "cinfer_fused_relu", or "cinfer_fused_gelu" (1: the erf form, 2: the
- * tanh form), that every backend's Conv and Gemm honour. max(0, .) commutes with the rounding to a half type, so a
+ * between, its output then the activation's): the Conv or Gemm applies the activation itself while its output is
+ * in cache (a GPU Gemm in cuBLASLt's RELU(_BIAS) or GELU(_BIAS) epilogue), marked by the internal attribute
+ * "cinfer_fused_relu", or "cinfer_fused_gelu" (1: the erf form, 2: the tanh form), that every backend's Conv and
+ * Gemm honour. max(0, .) commutes with the rounding to a half type, so a
  * fused Relu gives the same bits; for the Gelu, see the CUDA Gemm (backend/cuda/ops/linalg.c). */
 static cinfer_status fuse_activations(graph *g) {
     for (int i = 0; i < g->num_nodes; i++) {
