@@ -586,11 +586,13 @@ def test_self_attention_becomes_one_attention_node(lib, k_form, scale, precision
     assert np.all(got[2, 1] == 0), "the fully masked query row must be zeros (NaN guard)"
 
 
+@pytest.mark.parametrize("size", [64, 40])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_self_attention_projections_become_one_gemm(lib, monkeypatch, precision):
+def test_self_attention_projections_become_one_gemm(lib, monkeypatch, precision, size):
     """The Q, K and V projections of one input become one GEMM whose output the Attention node reads in thirds;
-    CINFER_PACK_QKV=0 keeps three GEMMs, with the same result up to float rounding."""
-    m, feeds = self_attention_model(), attention_feeds()
+    CINFER_PACK_QKV=0 keeps three GEMMs, with the same result up to float rounding. Head size 40 takes the GPU's
+    general path (staged copies through the row stride), 64 the fused kernel."""
+    m, feeds = self_attention_model(size=size), attention_feeds(hidden=2 * size)
     ops, packed = attention_check(lib, m, feeds, fused=True, precision=precision)
     assert ops.get("Gemm") == 1, ops
     monkeypatch.setenv("CINFER_PACK_QKV", "0")
