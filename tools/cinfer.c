@@ -17,7 +17,7 @@ static void usage(FILE *f) {
             "cinfer %s: ONNX inference engine\n"
             "usage:\n"
             "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu|cuda[:N]] [--threads N]\n"
-            "             [--precision fp32|tf32|fp16|bf16] [--deterministic]\n"
+            "             [--precision fp32|tf32|fp16|bf16] [--deterministic] [--timings]\n"
             "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
             "  cinfer ops\n"
             "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu|cuda[:N]]\n"
@@ -28,8 +28,15 @@ static void usage(FILE *f) {
             "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
             "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n"
             "--precision: fp32 (default, TF32 off), tf32 (TF32 tensor cores on GPUs), fp16/bf16 (weights converted\n"
-            "once; inputs and outputs keep the model's dtypes). --deterministic: bitwise identical results run to run.\n",
+            "once; inputs and outputs keep the model's dtypes). --deterministic: bitwise identical results run to run.\n"
+            "--timings: run prints how long each step took (model load, session, run, outputs) to stderr.\n",
             cinfer_version());
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int fail(const char *what) {
@@ -48,7 +55,7 @@ typedef struct cli_options {
     const char *threads;
     const char *precision;
     long batch, iters, warmup, int_high;
-    bool profile, deterministic;
+    bool profile, deterministic, timings;
 } cli_options;
 
 /* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
@@ -62,9 +69,10 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--profile") == 0 || strcmp(a, "--deterministic") == 0) {
+        if (strcmp(a, "--profile") == 0 || strcmp(a, "--deterministic") == 0 || strcmp(a, "--timings") == 0) {
             if (a[2] == 'p') o->profile = true;
-            else o->deterministic = true;
+            else if (a[2] == 'd') o->deterministic = true;
+            else o->timings = true;
             continue;
         }
         bool takes_value = strncmp(a, "--", 2) == 0;
@@ -113,7 +121,8 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     return 0;
 }
 
-static int open_model(const cli_options *o, cinfer_model **model, cinfer_session **session) {
+/* Loads the model and opens its session; *loaded_at (when not NULL): when the model was loaded (now_seconds). */
+static int open_model(const cli_options *o, cinfer_model **model, cinfer_session **session, double *loaded_at) {
     *model = NULL;
     *session = NULL;
     if (!o->model_path) {
@@ -121,6 +130,7 @@ static int open_model(const cli_options *o, cinfer_model **model, cinfer_session
         return 2;
     }
     if (cinfer_model_load(o->model_path, model) != CINFER_OK) return fail("load");
+    if (loaded_at) *loaded_at = now_seconds();
     const char *keys[4], *vals[4];
     size_t num_options = 0;
     if (o->precision) {
@@ -291,8 +301,12 @@ static int cmd_run(const cli_options *o) {
     }
     cinfer_model *model;
     cinfer_session *session;
-    int rc = open_model(o, &model, &session);
+    const double t_start = now_seconds();
+    double t_loaded = t_start;
+    int rc = open_model(o, &model, &session, &t_loaded);
     if (rc) return rc;
+    const double t_session = now_seconds();
+    double t_ran = t_session;
     cinfer_tensor inputs[MAX_CLI_INPUTS];
     void *owned[MAX_CLI_INPUTS] = {0};
     cinfer_tensor *outputs = NULL;
@@ -308,6 +322,7 @@ static int cmd_run(const cli_options *o) {
         rc = fail("run");
         goto done;
     }
+    t_ran = now_seconds();
     if (make_dirs(o->output_dir) != 0) {
         fprintf(stderr, "cinfer: cannot create '%s': %s\n", o->output_dir, strerror(errno));
         rc = 1;
@@ -334,20 +349,26 @@ static int cmd_run(const cli_options *o) {
             printf("%s\n", n > 8 ? " ..." : "");
         }
     }
-done:
+done:;
+    const double t_written = now_seconds();
     if (outputs)
         for (size_t k = 0; k < num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
     free(outputs);
     for (int i = 0; i < o->num_inputs; i++) core_aligned_free(owned[i]);
     cinfer_session_free(session);
     cinfer_model_free(model);
+    if (o->timings && rc == 0) /* the input files are read between the session and the run */
+        fprintf(stderr, "timings (ms): model load %.1f, session %.1f, inputs + first run %.1f, outputs %.1f, "
+                "teardown %.1f, total %.1f\n", (t_loaded - t_start) * 1e3, (t_session - t_loaded) * 1e3,
+                (t_ran - t_session) * 1e3, (t_written - t_ran) * 1e3, (now_seconds() - t_written) * 1e3,
+                (now_seconds() - t_start) * 1e3);
     return rc;
 }
 
 static int cmd_inspect(const cli_options *o) {
     cinfer_model *model;
     cinfer_session *session;
-    int rc = open_model(o, &model, &session);
+    int rc = open_model(o, &model, &session, NULL);
     if (rc) return rc;
     cinfer_model_stats st;
     cinfer_model_get_stats(model, &st);
@@ -402,11 +423,6 @@ static int cmd_inspect(const cli_options *o) {
     return rc;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int compare_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -461,7 +477,7 @@ static void print_profile(const cinfer_model *model, const cinfer_session *sessi
 static int cmd_bench(const cli_options *o) {
     cinfer_model *model;
     cinfer_session *session;
-    int rc = open_model(o, &model, &session);
+    int rc = open_model(o, &model, &session, NULL);
     if (rc) return rc;
     size_t ni = cinfer_model_num_inputs(model), no = cinfer_model_num_outputs(model);
     cinfer_tensor inputs[MAX_CLI_INPUTS];

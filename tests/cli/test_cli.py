@@ -30,6 +30,21 @@ def test_run_writes_outputs_matching_onnxruntime(cli, tmp_path, name, inp):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_run_timings_name_each_step(cli, tmp_path):
+    """--timings: one stderr line with each step's milliseconds, adding up to no more than the total."""
+    import re
+    model, data = MODELS / "tiny_cnn.onnx", MODELS / "tiny_cnn_image.npy"
+    p = subprocess.run([str(cli), "run", str(model), "--input", f"image={data}", "--output-dir", str(tmp_path),
+                        "--timings"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    m = re.search(r"timings \(ms\): model load ([\d.]+), session ([\d.]+), inputs \+ first run ([\d.]+), "
+                  r"outputs ([\d.]+), teardown ([\d.]+), total ([\d.]+)", p.stderr)
+    assert m, p.stderr
+    steps, total = [float(v) for v in m.groups()[:-1]], float(m.group(6))
+    assert all(v >= 0 for v in steps) and sum(steps) <= total + 0.5 and total > 0
+    assert "timings (ms)" not in run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path)
+
+
 def test_run_and_bench_in_half_precision(cli, tmp_path):
     model, data = MODELS / "tiny_cnn.onnx", MODELS / "tiny_cnn_image.npy"
     run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "fp32", "--threads", "1")
