@@ -45,6 +45,21 @@ def test_run_timings_name_each_step(cli, tmp_path):
     assert "timings (ms)" not in run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path)
 
 
+def test_run_on_cuda_starts_the_device_beside_the_load(cli, tmp_path):
+    """--device cuda starts the device on a second thread while the model loads: with a GPU the outputs equal the
+    CPU's (within float rounding); without one, the session's clear error and exit 1, nothing crashing."""
+    model, data = MODELS / "tiny_cnn.onnx", MODELS / "tiny_cnn_image.npy"
+    has_gpu = subprocess.run([str(cli), "gpus"], capture_output=True, text=True, timeout=120).returncode == 0
+    run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "cpu")
+    out = run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "cuda", "--device", "cuda",
+              expect=0 if has_gpu else 1)
+    if not has_gpu:
+        assert "cinfer: session: device 'cuda'" in out, out
+        return
+    for f in (tmp_path / "cpu").iterdir():
+        np.testing.assert_allclose(np.load(tmp_path / "cuda" / f.name), np.load(f), rtol=1e-4, atol=1e-5)
+
+
 def test_run_and_bench_in_half_precision(cli, tmp_path):
     model, data = MODELS / "tiny_cnn.onnx", MODELS / "tiny_cnn_image.npy"
     run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "fp32", "--threads", "1")
