@@ -33,7 +33,8 @@
 #   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
 #             GPU 0 only, plus the engine alone at the formed batch size (bench/gpu/server_scale.py; SCALE_ARGS adds
 #             options; carry .deps/perf-analyzer.tar.xz too): the two-GPU scaling run and the server's H200 goal
-#   smoke     cinfer gpus, the CUDA pytest suite and the precision/fusion unit tests on cuda (the first minutes of tests)
+#   smoke     cinfer gpus, the CUDA pytest suite, the precision/fusion unit tests on cuda and the cinfer tool's tests (the
+#             first minutes of tests)
 #   verify    smoke plus the PyTorch rows the latest changes moved (see the stage; "scale" with
 #             SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2 has still never run)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
@@ -89,6 +90,8 @@ smoke() { # the first minutes of tests
     stage gpus "$B/bin/cinfer" gpus
     stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
     stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider $UNIT_CUDA_TESTS
+    # the cinfer tool with a GPU present (its --device cuda test); the example program is not in the bundle
+    stage cli_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cli -k "not example_program"
 }
 for what in "${@:-tests}"; do
     case "$what" in
