@@ -90,8 +90,9 @@ smoke() { # the first minutes of tests
     stage gpus "$B/bin/cinfer" gpus
     stage cuda_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cuda
     stage unit_cuda env CINFER_TEST_DEVICE=cuda $PY -m pytest -q -rs -p no:cacheprovider $UNIT_CUDA_TESTS
-    # the cinfer tool with a GPU present (its --device cuda test); the example program is not in the bundle
-    stage cli_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cli -k "not example_program"
+    # the cinfer tool with a GPU present (its --device cuda test); the example program is not in the bundle, and the
+    # machine's onnxruntime (IR 13 at most) cannot read the examples' IR 14 files for the two comparisons with it
+    stage cli_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cli -k "not example_program and not matching_onnxruntime"
 }
 for what in "${@:-tests}"; do
     case "$what" in
