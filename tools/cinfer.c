@@ -413,9 +413,9 @@ static int cmd_inspect(const cli_options *o) {
         print_shape(&info);
         printf("\n");
     }
-    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, Conv+Relu, GELU, "
-           "Softmax NaN-guard and scale fusion, common subexpressions, "
-           "dead-node removal)\n",
+    printf("nodes: %zu (file: %zu; after Identity/Dropout removal, constant and Conv+BN folding, common subexpressions, "
+           "the fusions (GELU, Softmax NaN guard, scales, MatMul + bias, Conv/Gemm + Relu, Gemm + Gelu, residual "
+           "adds, elementwise chains, attention with its Q/K/V projections as one GEMM) and dead-node removal)\n",
            st.num_nodes, st.num_nodes_original);
     printf("ops:\n");
     for (size_t i = 0; i < cinfer_model_num_op_types(model); i++) {
