@@ -275,11 +275,23 @@ static void find_address_range(void) {
     (void)cudaGetLastError();
 }
 
+/* Allocations of this device that device_reads has found, [base, base + size): a range inside one needs no
+ * second look within one batch of copies (the caller keeps its buffers alive for the call). */
+enum { KNOWN_RANGES = 8 };
+typedef struct device_ranges {
+    int count;
+    uintptr_t base[KNOWN_RANGES], size[KNOWN_RANGES];
+} device_ranges;
+
 /* Whether the copy kernel may touch [p, p + bytes): memory of this device at the same address, the whole range
  * inside one allocation. Anything else (pageable or mapped host memory, another GPU's, a range running past its
  * allocation) goes to the copy calls, which refuse a bad range with an error where a kernel would fault the
- * context or overrun a neighbouring allocation. */
-static bool device_reads(int ordinal, const void *p, size_t bytes) {
+ * context or overrun a neighbouring allocation. `known` (or NULL) remembers the allocations found: a DLRM-style
+ * run's 27 inputs and the plan's buffers lie in a few, so its 108 driver calls a run become a handful. */
+static bool device_reads(int ordinal, const void *p, size_t bytes, device_ranges *known) {
+    const uintptr_t at = (uintptr_t)p;
+    for (int i = 0; known && i < known->count; i++)
+        if (at >= known->base[i] && bytes <= known->size[i] - (at - known->base[i])) return true;
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -290,7 +302,12 @@ static bool device_reads(int ordinal, const void *p, size_t bytes) {
     CUdeviceptr base = 0;
     size_t size = 0;
     if (!address_range || address_range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) return false;
-    return (uintptr_t)p >= base && bytes <= size - ((uintptr_t)p - base);
+    if (at < base || bytes > size - (at - base)) return false;
+    if (known && known->count < KNOWN_RANGES) {
+        known->base[known->count] = (uintptr_t)base;
+        known->size[known->count++] = size;
+    }
+    return true;
 }
 
 /* The copies as one launch of the SM copy kernel (an SM copy runs at the memory's bandwidth, where the copy engine
@@ -300,8 +317,10 @@ static bool device_reads(int ordinal, const void *p, size_t bytes) {
 static cinfer_status kernel_copies(cuda_backend_ctx *c, void *const *dst, const void *const *src, const size_t *bytes,
                                    size_t n, bool *launched) {
     *launched = n > 0 && n <= MOVEMENT_COPY_BATCH_MAX;
+    device_ranges known = {0};
     for (size_t i = 0; *launched && i < n; i++)
-        *launched = device_reads(c->dev->ordinal, src[i], bytes[i]) && device_reads(c->dev->ordinal, dst[i], bytes[i]);
+        *launched = device_reads(c->dev->ordinal, src[i], bytes[i], &known) &&
+                    device_reads(c->dev->ordinal, dst[i], bytes[i], &known);
     if (!*launched) return CINFER_OK;
     movement_copy_batch batch;
     batch.n = (int)n;
@@ -354,7 +373,7 @@ static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, con
 /* The same test the copy kernel applies (device_reads): kernels may read and write the range directly. */
 static bool cuda_owns_device_range(backend *b, const void *p, size_t bytes) {
     cuda_backend_ctx *c = b->context;
-    return use_device(c) == CINFER_OK && device_reads(c->dev->ordinal, p, bytes);
+    return use_device(c) == CINFER_OK && device_reads(c->dev->ordinal, p, bytes, NULL);
 }
 
 /* An event recorded on one stream and waited for on the other: neither the host nor the GPU blocks more than
