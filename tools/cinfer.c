@@ -40,6 +40,12 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The ordinal of a "cuda" / "cuda:N" device, -1 for any other (the session reports a bad one). */
+static int cuda_ordinal(const char *device) {
+    if (strncmp(device, "cuda", 4) != 0) return -1;
+    return device[4] == ':' ? atoi(device + 5) : 0;
+}
+
 static int fail(const char *what) {
     fprintf(stderr, "cinfer: %s: %s\n", what, cinfer_last_error());
     return 1;
@@ -139,10 +145,8 @@ static int open_model(const cli_options *o, cinfer_model **model, cinfer_session
         return 2;
     }
     pthread_t starter;
-    bool starting = false;
-    if (strncmp(o->device, "cuda", 4) == 0 && (o->device[4] == '\0' || o->device[4] == ':'))
-        starting = pthread_create(&starter, NULL, start_device,
-                                  (void *)(intptr_t)(o->device[4] == ':' ? atoi(o->device + 5) : 0)) == 0;
+    const int gpu = cuda_ordinal(o->device);
+    const bool starting = gpu >= 0 && pthread_create(&starter, NULL, start_device, (void *)(intptr_t)gpu) == 0;
     const cinfer_status loaded = cinfer_model_load(o->model_path, model);
     if (starting) pthread_join(starter, NULL);
     if (loaded != CINFER_OK) return fail("load");
@@ -373,11 +377,12 @@ done:;
     for (int i = 0; i < o->num_inputs; i++) core_aligned_free(owned[i]);
     cinfer_session_free(session);
     cinfer_model_free(model);
+    const double t_end = now_seconds();
     if (o->timings && rc == 0) /* the input files are read between the session and the run */
         fprintf(stderr, "timings (ms): model load %.1f, session %.1f, inputs + first run %.1f, outputs %.1f, "
                 "teardown %.1f, total %.1f\n", (t_loaded - t_start) * 1e3, (t_session - t_loaded) * 1e3,
-                (t_ran - t_session) * 1e3, (t_written - t_ran) * 1e3, (now_seconds() - t_written) * 1e3,
-                (now_seconds() - t_start) * 1e3);
+                (t_ran - t_session) * 1e3, (t_written - t_ran) * 1e3, (t_end - t_written) * 1e3,
+                (t_end - t_start) * 1e3);
     return rc;
 }
 
@@ -502,7 +507,7 @@ static int cmd_bench(const cli_options *o) {
     void *pinned[MAX_CLI_INPUTS] = {0}, **pinned_out = NULL;
     /* on a GPU the inputs sit in page-locked memory, as a server's batch buffers do: the timing then shows the
      * engine's host round trip (one DMA per input), not a staging memcpy of pageable memory */
-    int gpu = !strncmp(o->device, "cuda", 4) ? (o->device[4] == ':' ? atoi(o->device + 5) : 0) : -1;
+    int gpu = cuda_ordinal(o->device);
     double *times = calloc((size_t)o->iters, sizeof(double));
     cinfer_tensor *outputs = calloc(no ? no : 1, sizeof *outputs);
     if (!times || !outputs || ni > MAX_CLI_INPUTS) {

@@ -896,12 +896,13 @@ static bool projection_of(const graph *g, int y, projection *p) {
     p->x = g->nodes[r1].inputs[0], p->rows = gn->inputs[0], p->lead = g->nodes[cc].inputs[0];
     p->weight = gn->inputs[1], p->bias = gn->inputs[2];
     if (!graph_is_float_constant(g, p->weight) || !graph_is_float_constant(g, p->bias)) return false;
-    const tensor *w = &g->values[p->weight].constant, *last = &g->values[g->nodes[cc].inputs[1]].constant;
-    if (w->ndim != 2) return false;
+    const graph_value *last = &g->values[g->nodes[cc].inputs[1]]; /* the Concat's [N] */
+    const tensor *w = &g->values[p->weight].constant;
+    if (w->ndim != 2 || last->kind != VALUE_CONSTANT) return false;
     p->trans_b = graph_attr_int(gn, "transB", 0) != 0;
     p->n = w->dims[p->trans_b ? 0 : 1], p->k = w->dims[p->trans_b ? 1 : 0];
-    return tensor_numel(&g->values[p->bias].constant) == p->n && g->values[g->nodes[cc].inputs[1]].kind == VALUE_CONSTANT &&
-           last->dtype == CINFER_DTYPE_INT64 && tensor_numel(last) == 1 && ((const int64_t *)last->data)[0] == p->n;
+    return tensor_numel(&g->values[p->bias].constant) == p->n && last->constant.dtype == CINFER_DTYPE_INT64 &&
+           tensor_numel(&last->constant) == 1 && ((const int64_t *)last->constant.data)[0] == p->n;
 }
 
 /* A new float constant of the three projections' weights side by side ([3N, K] with transB, else [K, 3N]) or

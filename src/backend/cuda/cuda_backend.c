@@ -288,10 +288,14 @@ typedef struct device_ranges {
  * allocation) goes to the copy calls, which refuse a bad range with an error where a kernel would fault the
  * context or overrun a neighbouring allocation. `known` (or NULL) remembers the allocations found: a DLRM-style
  * run's 27 inputs and the plan's buffers lie in a few, so its 108 driver calls a run become a handful. */
+static bool range_inside(uintptr_t at, size_t bytes, uintptr_t base, size_t size) {
+    return at >= base && bytes <= size - (at - base);
+}
+
 static bool device_reads(int ordinal, const void *p, size_t bytes, device_ranges *known) {
     const uintptr_t at = (uintptr_t)p;
     for (int i = 0; known && i < known->count; i++)
-        if (at >= known->base[i] && bytes <= known->size[i] - (at - known->base[i])) return true;
+        if (range_inside(at, bytes, known->base[i], known->size[i])) return true;
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -302,7 +306,7 @@ static bool device_reads(int ordinal, const void *p, size_t bytes, device_ranges
     CUdeviceptr base = 0;
     size_t size = 0;
     if (!address_range || address_range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) return false;
-    if (at < base || bytes > size - (at - base)) return false;
+    if (!range_inside(at, bytes, (uintptr_t)base, size)) return false;
     if (known && known->count < KNOWN_RANGES) {
         known->base[known->count] = (uintptr_t)base;
         known->size[known->count++] = size;

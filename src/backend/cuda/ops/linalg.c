@@ -445,10 +445,17 @@ static cinfer_status run_matmul(cuda_exec *x, const graph_node *n, const tensor 
 static cinfer_status gemm_product(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                   lt_activation act, bool *act_done);
 
-/* CINFER_GELU_EPILOGUE=0: a fused erf Gelu in half precision runs as its own kernel after the GEMM (to compare). */
+/* CINFER_GELU_EPILOGUE=0: a fused erf Gelu in half precision runs as its own kernel after the GEMM (to compare).
+ * Read once: this is on every Gemm launch. */
 static bool gelu_epilogue_wanted(void) {
-    const char *v = getenv("CINFER_GELU_EPILOGUE");
-    return !v || strcmp(v, "0") != 0;
+    static int wanted = -1;
+    int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+    if (w < 0) {
+        const char *v = getenv("CINFER_GELU_EPILOGUE");
+        w = !v || strcmp(v, "0") != 0;
+        __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+    }
+    return w != 0;
 }
 
 /* Gemm with its fused activation (graph/passes.c) in cuBLASLt's epilogue, one kernel: a Relu ("cinfer_fused_relu";
@@ -465,10 +472,10 @@ static cinfer_status run_gemm(cuda_exec *x, const graph_node *n, const tensor *i
     const bool relu = graph_attr_int(n, "cinfer_fused_relu", 0) != 0;
     const int64_t gelu = graph_attr_int(n, "cinfer_fused_gelu", 0);
     const bool half = t == CINFER_DTYPE_FLOAT16 || t == CINFER_DTYPE_BFLOAT16;
+    const bool epilogue = lt_dtype(t) && t != CINFER_DTYPE_DOUBLE; /* cuBLASLt's epilogues: float and half types */
     lt_activation act = LT_ACT_NONE;
-    if (relu && lt_dtype(t) && t != CINFER_DTYPE_DOUBLE) act = LT_ACT_RELU;
-    if ((gelu == 2 && lt_dtype(t) && t != CINFER_DTYPE_DOUBLE) || (gelu == 1 && half && gelu_epilogue_wanted()))
-        act = LT_ACT_GELU;
+    if (relu && epilogue) act = LT_ACT_RELU;
+    if ((gelu == 2 && epilogue) || (gelu == 1 && half && gelu_epilogue_wanted())) act = LT_ACT_GELU;
     bool done = false;
     cinfer_status st = gemm_product(x, n, in, num_in, out, act, &done);
     if (st == CINFER_ERR_UNSUPPORTED && act != LT_ACT_NONE) st = gemm_product(x, n, in, num_in, out, LT_ACT_NONE, &done);
