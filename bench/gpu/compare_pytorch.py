@@ -178,7 +178,7 @@ class Runner:
         self.errors.append({"where": where, "side": side, "error": msg})
 
     def session(self, spec, prec):
-        return DeviceSession(self.lib, str(spec.path), self.args.device, options={"precision": prec},
+        return DeviceSession(self.lib, str(spec.path), self.args.device, options={**self.args.session_options, "precision": prec},
                              input_names=spec.input_names)
 
     def pinned(self, t):
@@ -649,8 +649,13 @@ def main():
     ap.add_argument("--lib", help="libcinfer.so (default CINFER_LIB, else build/libcinfer.so)")
     ap.add_argument("--cli", default=os.environ.get("CINFER_CLI"), help="the cinfer CLI, for the fresh-process load "
                     "time (default CINFER_CLI; skipped without)")
+    ap.add_argument("--session-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a cinfer session option for every model (A/B runs, e.g. copy_chunks=1); repeatable")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
+    if any("=" not in o for o in args.session_option):
+        ap.error("--session-option takes KEY=VALUE")
+    args.session_options = dict(o.split("=", 1) for o in args.session_option)
     cuda = args.device.startswith("cuda")
     kind = "cuda" if cuda else "cpu"
     if cuda and not torch.cuda.is_available():

@@ -195,6 +195,12 @@ void cinfer_cuda_host_free(int device, void *p);
  * "guard_bytes" = N (debugging, used by the differential op tests): every intermediate and output gets its own
  * block with N guard bytes around it, filled with a pattern and checked after each run, so an out-of-bounds
  * write fails the run naming the value and node;
+ * "copy_chunks" = N (GPU sessions): chunked copies of pointwise models (every node elementwise, reading values of
+ * its output's shape or one-element constants, like an image windowing step): cinfer_session_run_into between
+ * page-locked buffers splits the run into chunks whose uploads, compute and downloads overlap on two copy streams.
+ * 0 (default): chunks of about 4 MiB of inputs and outputs, when that makes two or more; 1: never split; N (up
+ * to 64): N chunks. Outputs are the same bytes either way; a chunked run shows N copies each way in
+ * cinfer_run_stats;
  * "max_batch" = N (device backends): capacity planning at creation: the model's weights plus a run's activations
  * and io at batch N (the first dim of each input; other dynamic dims from "dim.NAME" = their largest value) must
  * leave 20% of the device's memory (or its configured limit) free, else creation fails with the figures. */

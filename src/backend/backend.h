@@ -39,6 +39,13 @@ struct backend_i {
     /* Optional (device backends): whether [p, p + bytes) is memory of this backend's device that kernels may read
      * and write directly (one allocation holds the whole range), so a run may bind it in place of a copy. */
     bool (*owns_device_range)(backend *b, const void *p, size_t bytes);
+    /* Optional (device backends): whether [p, p + bytes) is page-locked host memory, which copies reach by DMA. */
+    bool (*host_pinned)(backend *b, const void *p, size_t bytes);
+    /* Optional (device backends): a copy between page-locked host memory and the device that may overlap other
+     * copies and the session's work: to_device on an upload stream (the session's later work waits for it), else
+     * on a download stream after the session's work so far. synchronize waits for both and joins them back, so
+     * the session's work after it is ordered after them. Chunked copies of pointwise models use it. */
+    cinfer_status (*copy_overlapped)(backend *b, void *dst, const void *src, size_t bytes, bool to_device);
     /* Runs one node on tensors whose data lives in this backend's memory; shapes are already inferred. */
     cinfer_status (*run_node)(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
     /* Waits for queued work (NULL for synchronous backends); completes pending copy_to_host copies. */

@@ -22,6 +22,8 @@ enum {
     OP_FLAG_INPLACE = 1u << 1,    /* output 0 may share input 0's buffer (elementwise, same size) */
     OP_FLAG_ALIAS = 1u << 2,      /* output 0 is input 0's bytes with another shape (Reshape, Squeeze,
                                      Unsqueeze, Flatten): the planner may alias when input 0 dies here */
+    OP_FLAG_POINTWISE = 1u << 3,  /* output element i depends only on element i of each (broadcast) input: a run
+                                     splits into runs over element ranges (session chunked copies) */
 };
 
 typedef struct op_schema {

@@ -206,6 +206,23 @@ static cinfer_status fault_copy_on_device(backend *b, void *dst, const void *src
     return inner_of(b)->iface->copy_on_device(inner_of(b), dst, src, bytes);
 }
 
+/* Overlapped copies are copy points too; a host backend shown as a device copies by memcpy and calls all its
+ * memory page-locked, so chunked copies run (and fail where asked) on a CPU. */
+static cinfer_status fault_copy_overlapped(backend *b, void *dst, const void *src, size_t bytes, bool to_device) {
+    char why[1024];
+    if (point_fails(b, POINT_COPY, bytes, to_device ? DIR_H2D : DIR_D2H, why, sizeof why))
+        return core_error(CINFER_ERR_RUNTIME, "%s", why);
+    backend *in = inner_of(b);
+    if (in->iface->copy_overlapped) return in->iface->copy_overlapped(in, dst, src, bytes, to_device);
+    if (bytes) memcpy(dst, src, bytes);
+    return CINFER_OK;
+}
+
+static bool fault_host_pinned(backend *b, const void *p, size_t bytes) {
+    backend *in = inner_of(b);
+    return in->iface->host_pinned ? in->iface->host_pinned(in, p, bytes) : ctx_of(b)->fake_device;
+}
+
 static cinfer_status fault_join_stream(backend *b, void *stream, bool session_waits) {
     return inner_of(b)->iface->join_stream(inner_of(b), stream, session_waits);
 }
@@ -270,6 +287,8 @@ void fault_backend_wrap(backend **b, const graph *g) {
     c->iface.copy_to_host = fault_copy_to_host;
     c->iface.copy_on_device = ii->copy_on_device ? fault_copy_on_device : NULL;
     c->iface.join_stream = ii->join_stream ? fault_join_stream : NULL;
+    c->iface.copy_overlapped = ii->copy_overlapped || c->fake_device ? fault_copy_overlapped : NULL;
+    c->iface.host_pinned = ii->host_pinned || c->fake_device ? fault_host_pinned : NULL;
     c->iface.run_node = fault_run_node;
     c->iface.synchronize = ii->synchronize || c->fake_device ? fault_synchronize : NULL;
     c->iface.begin_run = ii->begin_run ? fault_begin_run : NULL;

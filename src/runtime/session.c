@@ -6,6 +6,7 @@
  * caller are allocated.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,14 @@
 #include "runtime/model.h"
 
 #define PLAN_CACHE_SIZE 16 /* the server's batch-size buckets (powers of two up to 2^15) each keep their plan */
+/* Chunked copies (plan_chunks): by default a pointwise plan is split into chunks of about CHUNK_IO_BYTES of inputs
+ * and outputs each (at most PLAN_MAX_CHUNKS), when that makes two or more. On the H200 the 2048x2048 float image
+ * (32 MiB of io) ran best in 8 to 12 chunks: 4 MiB chunks pay the first upload and the last download, 1 MiB ones
+ * the per-chunk launches and waits (bench/BENCHMARKS.md). Chunk lengths are multiples of CHUNK_ALIGN_ELEMENTS, so
+ * every chunk's buffers stay 256-byte aligned. */
+#define PLAN_MAX_CHUNKS 64
+#define CHUNK_IO_BYTES ((size_t)4 << 20)
+#define CHUNK_ALIGN_ELEMENTS 1024
 
 /* Session option "precision": fp32 (default, TF32 off), tf32 (float32 storage, TF32 tensor-core GEMMs and
  * convolutions on GPUs), fp16 / bf16 (the model's half-precision copy; see graph/precision.c). */
@@ -60,6 +69,13 @@ typedef struct plan {
     int capture_failures;     /* a failure can be passing (another thread synchronising the device): three end it */
     bool graph_impossible;
     bool caller_binding_pays; /* run_device: binding the caller's buffers beats copying them (caller_binding_pays) */
+    /* Chunked copies (plan_chunks): a pointwise plan's host run split into num_chunks plans over element ranges
+     * of its own io buffers (chunk c starts at element chunk_first[c]), so that uploads, compute and downloads
+     * of different chunks overlap. chunks_checked: whether plan_chunks has looked at this plan. */
+    struct plan **chunks;
+    int64_t *chunk_first;
+    int num_chunks;
+    bool chunks_checked;
 } plan;
 
 struct cinfer_session {
@@ -77,6 +93,7 @@ struct cinfer_session {
     bool graph_replayed;     /* the last run replayed a graph */
     bool caller_buffers_bound; /* the last run read and wrote the caller's device buffers in place */
     size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
+    long copy_chunks;        /* option "copy_chunks": 0 = by size, 1 = never split, N = N chunks (plan_chunks) */
     unsigned char *guard_host; /* host image of the arena for filling and checking guards */
     void *aligned_inputs;      /* copies of caller inputs not aligned to their element size (host backends) */
     size_t aligned_inputs_bytes;
@@ -93,6 +110,9 @@ static double monotonic_seconds(void) {
 
 static void plan_free(cinfer_session *s, plan *p) {
     if (!p) return;
+    for (int c = 0; c < p->num_chunks; c++) plan_free(s, p->chunks[c]); /* their io is p's: only their own goes */
+    free(p->chunks);
+    free(p->chunk_first);
     if (p->host_owned)
         for (int v = 0; v < s->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
     if (p->graph_exec) s->backend->iface->graph_destroy(s->backend, p->graph_exec);
@@ -203,7 +223,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     int threads = 0;
     bool profile = false, deterministic = false, cuda_graphs = true, blocking_wait = false;
     session_precision precision = PRECISION_FP32;
-    long guard_bytes = 0, max_batch = 0;
+    long guard_bytes = 0, max_batch = 0, copy_chunks = 0;
     const char *dim_keys[64], *dim_values[64];
     size_t num_dims = 0;
     for (size_t i = 0; i < num_options; i++) {
@@ -250,8 +270,14 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             guard_bytes = strtol(v, &end, 10);
             if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
+        } else if (strcmp(k, "copy_chunks") == 0) {
+            char *end;
+            copy_chunks = strtol(v, &end, 10);
+            if (*end || copy_chunks < 0 || copy_chunks > PLAN_MAX_CHUNKS)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'copy_chunks': '%s' is not a count from 0 "
+                                  "(by size) to %d", v, PLAN_MAX_CHUNKS);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, gpu_wait, profile, guard_bytes, max_batch, dim.NAME)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, gpu_wait, profile, guard_bytes, copy_chunks, max_batch, dim.NAME)", k);
         }
     }
     int cuda_ordinal = -1;
@@ -275,6 +301,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     s->profile = profile;
     s->cuda_graphs = cuda_graphs;
     s->guard_bytes = (size_t)guard_bytes;
+    s->copy_chunks = copy_chunks;
     if (profile) {
         size_t count = (size_t)(run_graph->num_nodes ? run_graph->num_nodes : 1);
         s->node_seconds = calloc(count, sizeof(double));
@@ -923,6 +950,167 @@ static cinfer_status run_on_caller_buffers(cinfer_session *s, plan *p, const cin
     return st;
 }
 
+/* ---- chunked copies: pointwise models from and to page-locked host memory ---- */
+
+static bool same_dims(const tensor *a, const tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+/* Whether every element of the plan's outputs is computed from the same element of its inputs alone: every node
+ * runs on the device and is pointwise (OP_FLAG_POINTWISE), reading values of its output's shape or one-element
+ * constants; every model input and output has the same count of elements (*elements). Such a run splits into runs
+ * over element ranges that give the same bytes. */
+static bool plan_is_pointwise(const cinfer_session *s, const plan *p, int64_t *elements) {
+    const graph *g = s->graph;
+    if (!g->num_inputs || !g->num_outputs || !g->num_nodes) return false;
+    const int64_t n = tensor_numel(&p->values[g->inputs[0]]);
+    for (int i = 0; i < g->num_inputs; i++)
+        if (g->values[g->inputs[i]].value_needed || tensor_numel(&p->values[g->inputs[i]]) != n) return false;
+    for (int k = 0; k < g->num_outputs; k++) {
+        int v = g->outputs[k], producer = g->values[v].producer;
+        if (producer < 0 || tensor_numel(&p->values[v]) != n) return false;
+    }
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *nd = &g->nodes[i];
+        if (!p->node_runs[i] || !nd->schema || !(nd->schema->flags & OP_FLAG_POINTWISE) || nd->outputs[0] < 0) return false;
+        const tensor *y = &p->values[nd->outputs[0]];
+        for (int k = 0; k < nd->num_outputs; k++)
+            if (nd->outputs[k] >= 0 && !same_dims(&p->values[nd->outputs[k]], y)) return false;
+        if (tensor_numel(y) != n) return false;
+        for (int k = 0; k < nd->num_inputs; k++) {
+            int v = nd->inputs[k];
+            if (v < 0 || same_dims(&p->values[v], y)) continue;
+            if (g->values[v].kind != VALUE_CONSTANT || tensor_numel(&p->values[v]) != 1) return false;
+        }
+    }
+    *elements = n;
+    return true;
+}
+
+/* How many chunks a pointwise plan of `elements` elements and `io_bytes` of inputs and outputs splits into (1: not
+ * split), and *length, the elements of each but the last. */
+static int chunk_count(const cinfer_session *s, int64_t elements, size_t io_bytes, int64_t *length) {
+    int64_t want = s->copy_chunks;
+    if (want == 0) {
+        want = (int64_t)(io_bytes / CHUNK_IO_BYTES);
+        if (want > PLAN_MAX_CHUNKS) want = PLAN_MAX_CHUNKS;
+    }
+    if (want < 2) return 1;
+    int64_t len = (elements + want - 1) / want;
+    len = (len + CHUNK_ALIGN_ELEMENTS - 1) / CHUNK_ALIGN_ELEMENTS * CHUNK_ALIGN_ELEMENTS;
+    *length = len;
+    return (int)((elements + len - 1) / len);
+}
+
+/* One chunk's plan: the model on inputs of `length` elements (rank 1), its model inputs and outputs pointed at
+ * element `first` of the whole plan's buffers instead of buffers of its own. */
+static cinfer_status build_chunk_plan(cinfer_session *s, const plan *whole, int64_t first, int64_t length, plan **out) {
+    const graph *g = s->graph;
+    cinfer_tensor shapes[256];
+    const cinfer_tensor *bound[256];
+    for (int i = 0; i < g->num_inputs; i++) {
+        memset(&shapes[i], 0, sizeof shapes[i]);
+        shapes[i].dtype = whole->values[g->inputs[i]].dtype;
+        shapes[i].ndim = 1;
+        shapes[i].dims[0] = length;
+        bound[i] = &shapes[i];
+    }
+    unsigned char *signature = malloc(1); /* chunk plans live in their whole plan, never in the cache */
+    if (!signature) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    plan *c;
+    CINFER_TRY(build_plan(s, bound, signature, 0, false, &c));
+    if (c->io_block) s->backend->iface->release(s->backend, c->io_block); /* inputs and outputs only: pointwise */
+    c->io_block = NULL;
+    c->caller_binding_pays = false;
+    for (int i = 0; i < g->num_inputs; i++) {
+        int v = g->inputs[i];
+        c->values[v].data = (char *)whole->values[v].data + (size_t)first * cinfer_dtype_size(c->values[v].dtype);
+    }
+    for (int k = 0; k < g->num_outputs; k++) {
+        int v = g->outputs[k];
+        c->values[v].data = (char *)whole->values[v].data + (size_t)first * cinfer_dtype_size(c->values[v].dtype);
+    }
+    *out = c;
+    return CINFER_OK;
+}
+
+/* Splits a pointwise plan into chunk plans once (p->chunks), when the backend has overlapped copies and the size
+ * (or option copy_chunks) asks for it. A plan that cannot be split runs whole; so does one whose chunk plans fail
+ * to build (memory), which is logged. */
+static void plan_chunks(cinfer_session *s, plan *p) {
+    const graph *g = s->graph;
+    p->chunks_checked = true;
+    int64_t elements = 0, length = 0;
+    if (!s->backend->iface->copy_overlapped || s->guard_bytes || s->profile || !plan_is_pointwise(s, p, &elements)) return;
+    size_t io_bytes = 0;
+    for (int i = 0; i < g->num_inputs; i++) io_bytes += tensor_nbytes(&p->values[g->inputs[i]]);
+    for (int k = 0; k < g->num_outputs; k++) io_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
+    int count = chunk_count(s, elements, io_bytes, &length);
+    if (count < 2) return;
+    p->chunks = calloc((size_t)count, sizeof *p->chunks);
+    p->chunk_first = calloc((size_t)count + 1, sizeof *p->chunk_first);
+    cinfer_status st = p->chunks && p->chunk_first ? CINFER_OK : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int c = 0; st == CINFER_OK && c < count; c++) {
+        p->chunk_first[c] = (int64_t)c * length;
+        int64_t len = c == count - 1 ? elements - p->chunk_first[c] : length;
+        st = build_chunk_plan(s, p, p->chunk_first[c], len, &p->chunks[c]);
+        if (st == CINFER_OK) p->num_chunks = c + 1;
+    }
+    if (st == CINFER_OK) {
+        p->chunk_first[count] = elements;
+        return;
+    }
+    fprintf(stderr, "cinfer: model '%s': chunked copies off for this input shape (runs copy whole): %s\n",
+            g->name ? g->name : "", cinfer_last_error());
+    for (int c = 0; c < p->num_chunks; c++) plan_free(s, p->chunks[c]);
+    free(p->chunks);
+    free(p->chunk_first);
+    p->chunks = NULL;
+    p->chunk_first = NULL;
+    p->num_chunks = 0;
+}
+
+/* Whether a host run (cinfer_session_run, _run_into) of plan p goes in chunks: p splits, and every caller buffer
+ * is page-locked (pageable memory goes through the staging buffer, which overlaps nothing). */
+static bool run_chunks_here(cinfer_session *s, plan *p, const cinfer_tensor **bound, const cinfer_tensor *outputs) {
+    const graph *g = s->graph;
+    backend *b = s->backend;
+    if (!p->chunks_checked) plan_chunks(s, p);
+    if (p->num_chunks < 2 || !b->iface->host_pinned) return false;
+    for (int i = 0; i < g->num_inputs; i++)
+        if (!b->iface->host_pinned(b, bound[i]->data, tensor_nbytes(&p->values[g->inputs[i]]))) return false;
+    for (int k = 0; k < g->num_outputs; k++)
+        if (!b->iface->host_pinned(b, outputs[k].data, tensor_nbytes(&p->values[g->outputs[k]]))) return false;
+    return true;
+}
+
+/* Chunk by chunk: its inputs up (upload stream), its nodes (the session's stream, after its inputs), its outputs
+ * down (download stream, after its nodes), so chunk c's download, chunk c+1's compute and the uploads after them
+ * run at once; then one wait. */
+static cinfer_status run_chunks(cinfer_session *s, plan *p, const cinfer_tensor **bound, cinfer_tensor *outputs) {
+    const graph *g = s->graph;
+    backend *b = s->backend;
+    for (int c = 0; c < p->num_chunks; c++) {
+        plan *cp = p->chunks[c];
+        const int64_t first = p->chunk_first[c];
+        for (int i = 0; i < g->num_inputs; i++) {
+            const tensor *t = &cp->values[g->inputs[i]];
+            size_t offset = (size_t)first * cinfer_dtype_size(t->dtype);
+            CINFER_TRY(b->iface->copy_overlapped(b, t->data, (const char *)bound[i]->data + offset, tensor_nbytes(t), true));
+        }
+        CINFER_TRY(run_device_nodes(s, cp));
+        for (int k = 0; k < g->num_outputs; k++) {
+            const tensor *t = &cp->values[g->outputs[k]];
+            size_t offset = (size_t)first * cinfer_dtype_size(t->dtype);
+            CINFER_TRY(b->iface->copy_overlapped(b, (char *)outputs[k].data + offset, t->data, tensor_nbytes(t), false));
+        }
+    }
+    return b->iface->synchronize(b);
+}
+
 /* Device backends: inputs in, nodes, produced outputs out; host-known outputs come from their host copies.
  * Caller buffers are host memory (copies through pinned staging, then a wait for the stream) or, for
  * cinfer_session_run_device, device memory (device-to-device copies, nothing waited for). */
@@ -933,6 +1121,7 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
     session->caller_buffers_bound = false;
     if (caller_on_device && caller_buffers_bindable(session, p, bound, outputs))
         return run_on_caller_buffers(session, p, bound, outputs);
+    if (!caller_on_device && run_chunks_here(session, p, bound, outputs)) return run_chunks(session, p, bound, outputs);
     cinfer_status (*copy_in)(backend *, void *, const void *, size_t) =
         caller_on_device ? b->iface->copy_on_device : b->iface->copy_to_device;
     /* device-resident inputs go in one batch call where the backend has one (up to RUN_BATCH_COPIES of them) */

@@ -634,6 +634,52 @@ def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
             rt.cudaFree(p)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_chunked_copies_from_page_locked_memory(lib, gpus, precision):
+    """cinfer_session_run_into of the image windowing (8 MiB in, 8 MiB out) between cinfer_cuda_host_alloc buffers
+    goes in 4 chunks (copy streams beside the compute): 4 uploads and 4 downloads of 2 MiB, the same bytes as the
+    unsplit session (copy_chunks=1) and the CPU's values, run after run (chunk graphs captured and replayed). With a
+    pageable output the run is not split. Run alternately with cinfer_session_run on the same session."""
+    need_gpu(gpus)
+    shape = (1, 1024, 2048)
+    n = int(np.prod(shape))
+    chunked = Session(lib, window_model(shape), device="cuda:0", options={"precision": precision})
+    whole = Session(lib, window_model(shape), device="cuda:0", options={"precision": precision, "copy_chunks": "1"})
+    cpu = Session(lib, window_model(shape), device="cpu")
+    held = []
+
+    def pinned():
+        p = ctypes.c_void_p()
+        lib.check(lib.lib.cinfer_cuda_host_alloc(0, n * 4, ctypes.byref(p)))
+        held.append(p)
+        return np.ctypeslib.as_array((ctypes.c_float * n).from_address(p.value)).reshape(shape)
+
+    try:
+        x, y, y_whole = pinned(), pinned(), pinned()
+        for seed in range(4):
+            x[:] = np.random.default_rng(seed).normal(40.0, 300.0, shape).astype(np.float32)
+            y[:], y_whole[:] = np.nan, np.nan
+            chunked.run_into({"x": x}, [y])
+            st = chunked.last_run_stats()
+            assert (st.host_to_device_copies, st.device_to_host_copies) == (4, 4), f"run {seed}"
+            assert (st.host_to_device_bytes, st.device_to_host_bytes) == (n * 4, n * 4)
+            assert st.graph_replayed == (seed >= 1), f"run {seed}"  # first plain, then captured (and launched), replayed
+            whole.run_into({"x": x}, [y_whole])
+            assert whole.last_run_stats().host_to_device_copies == 1
+            np.testing.assert_array_equal(y, y_whole)
+            want = cpu.run({"x": x})[0]
+            np.testing.assert_allclose(y, want, rtol=1e-6 if precision == "fp32" else 1e-3, atol=1e-6 if precision == "fp32" else 1e-3)
+            np.testing.assert_array_equal(chunked.run({"x": x})[0], y)  # fresh (pageable) outputs: one copy each way
+            assert (chunked.last_run_stats().host_to_device_copies, chunked.last_run_stats().device_to_host_copies) == (1, 1)
+        pageable = np.full(shape, np.nan, np.float32)
+        chunked.run_into({"x": x}, [pageable])
+        assert chunked.last_run_stats().device_to_host_copies == 1
+        np.testing.assert_array_equal(pageable, y)
+    finally:
+        for p in held:
+            lib.lib.cinfer_cuda_host_free(0, p)
+
+
 @pytest.mark.parametrize("count", [4096, 4104, 4099])
 def test_half_gelu_is_within_a_float16_rounding_of_erf(lib, gpus, count):
     """Gelu on float16 values (kernels/elementwise_unary.cu's fast erfc form above -3, erfcf below) against GELU in

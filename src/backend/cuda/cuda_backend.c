@@ -48,6 +48,11 @@ typedef struct cuda_backend_ctx {
     bool capturing;
     cudaEvent_t join_event; /* orders the session's stream against a caller's (run_device), made on first use */
     cudaEvent_t wait_event; /* gpu_wait "block": a blocking-sync event the end-of-run wait sleeps on; else NULL */
+    /* copy_overlapped: its two copy streams and the events that order them against the session's stream (made on
+     * first use); lanes_open from a run's first overlapped copy until synchronize joins them back */
+    cudaStream_t upload_stream, download_stream;
+    cudaEvent_t uploaded, computed, downloaded;
+    bool lanes_open;
     bool sync_each_node;
     const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
 } cuda_backend_ctx;
@@ -227,6 +232,66 @@ static cinfer_status cuda_copy_to_device(backend *b, void *dst, const void *src,
                           "host-to-device copy"));
     c->stats.host_to_device_copies++;
     c->stats.host_to_device_bytes += bytes;
+    return CINFER_OK;
+}
+
+static bool cuda_host_pinned(backend *b, const void *p, size_t bytes) {
+    (void)b;
+    return bytes == 0 || host_is_pinned(p, bytes);
+}
+
+/* Forks the two copy streams off the session's stream: what is queued there so far (an earlier run_device writing
+ * the same buffers, say) comes first. */
+static cinfer_status open_lanes(cuda_backend_ctx *c) {
+    const int dev = c->dev->ordinal;
+    cudaStream_t *streams[] = {&c->upload_stream, &c->download_stream};
+    cudaEvent_t *events[] = {&c->uploaded, &c->computed, &c->downloaded};
+    for (int i = 0; i < 2; i++)
+        if (!*streams[i]) CINFER_TRY(cuda_check(dev, cudaStreamCreateWithFlags(streams[i], cudaStreamNonBlocking), "cudaStreamCreate"));
+    for (int i = 0; i < 3; i++)
+        if (!*events[i]) CINFER_TRY(cuda_check(dev, cudaEventCreateWithFlags(events[i], cudaEventDisableTiming), "cudaEventCreate"));
+    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->computed, c->exec.stream), "cudaEventRecord"));
+    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->upload_stream, c->computed, 0), "cudaStreamWaitEvent"));
+    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->download_stream, c->computed, 0), "cudaStreamWaitEvent"));
+    c->lanes_open = true;
+    return CINFER_OK;
+}
+
+/* Joins the copy streams back: the session's stream waits for the last download (every upload is already waited
+ * for by the work after it), so a wait on the session's stream covers them and later work is ordered after. */
+static cinfer_status close_lanes(cuda_backend_ctx *c) {
+    if (!c->lanes_open) return CINFER_OK;
+    c->lanes_open = false;
+    const int dev = c->dev->ordinal;
+    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->downloaded, c->download_stream), "cudaEventRecord"));
+    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->exec.stream, c->downloaded, 0), "cudaStreamWaitEvent"));
+    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->uploaded, c->upload_stream), "cudaEventRecord"));
+    return cuda_check(dev, cudaStreamWaitEvent(c->exec.stream, c->uploaded, 0), "cudaStreamWaitEvent");
+}
+
+/* An event is waited for as last recorded when cudaStreamWaitEvent is called, so one event per direction serves
+ * every chunk. Host memory must be page-locked (host_pinned). */
+static cinfer_status cuda_copy_overlapped(backend *b, void *dst, const void *src, size_t bytes, bool to_device) {
+    cuda_backend_ctx *c = b->context;
+    if (!bytes) return CINFER_OK;
+    CINFER_TRY(use_device(c));
+    if (!c->lanes_open) CINFER_TRY(open_lanes(c));
+    const int dev = c->dev->ordinal;
+    if (to_device) {
+        CINFER_TRY(cuda_check(dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->upload_stream),
+                              "host-to-device copy (upload stream)"));
+        CINFER_TRY(cuda_check(dev, cudaEventRecord(c->uploaded, c->upload_stream), "cudaEventRecord"));
+        CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->exec.stream, c->uploaded, 0), "cudaStreamWaitEvent"));
+        c->stats.host_to_device_copies++;
+        c->stats.host_to_device_bytes += bytes;
+        return CINFER_OK;
+    }
+    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->computed, c->exec.stream), "cudaEventRecord"));
+    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->download_stream, c->computed, 0), "cudaStreamWaitEvent"));
+    CINFER_TRY(cuda_check(dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->download_stream),
+                          "device-to-host copy (download stream)"));
+    c->stats.device_to_host_copies++;
+    c->stats.device_to_host_bytes += bytes;
     return CINFER_OK;
 }
 
@@ -474,6 +539,7 @@ static cinfer_status flush_to_host(cuda_backend_ctx *c) {
 static cinfer_status cuda_synchronize(backend *b) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
+    CINFER_TRY(close_lanes(c));
     CINFER_TRY(stream_sync(c));
     c->to_device.used = 0;
     return flush_to_host(c);
@@ -540,10 +606,10 @@ static void cuda_free(backend *b) {
     if (!b) return;
     cuda_backend_ctx *c = b->context;
     if (c) {
-        if (c->exec.stream) {
-            cudaSetDevice(c->dev->ordinal);
-            cudaStreamSynchronize(c->exec.stream); /* nothing of ours may still run when its memory goes */
-        }
+        cudaSetDevice(c->dev->ordinal);
+        cudaStream_t ours[] = {c->exec.stream, c->upload_stream, c->download_stream};
+        for (int i = 0; i < 3; i++)
+            if (ours[i]) cudaStreamSynchronize(ours[i]); /* nothing of ours may still run when its memory goes */
         if (c->scratch) alloc_free(c->dev->memory, c->scratch);
         if (c->exec.workspace) alloc_free(c->dev->memory, c->exec.workspace);
         if (c->to_device.data) alloc_free(c->dev->pinned, c->to_device.data);
@@ -555,6 +621,11 @@ static void cuda_free(backend *b) {
         cuda_device_sync_end(c->dev);
         if (c->stream_id > 0) cuda_device_remove_stream(c->dev, c->stream_id);
         if (c->exec.stream) cudaStreamDestroy(c->exec.stream);
+        if (c->upload_stream) cudaStreamDestroy(c->upload_stream);
+        if (c->download_stream) cudaStreamDestroy(c->download_stream);
+        if (c->uploaded) cudaEventDestroy(c->uploaded);
+        if (c->computed) cudaEventDestroy(c->computed);
+        if (c->downloaded) cudaEventDestroy(c->downloaded);
         if (c->join_event) cudaEventDestroy(c->join_event);
         if (c->wait_event) cudaEventDestroy(c->wait_event);
         free(c->pending);
@@ -575,6 +646,8 @@ static const struct backend_i cuda_iface = {
     .copy_on_device_batch = cuda_copy_on_device_batch,
     .join_stream = cuda_join_stream,
     .owns_device_range = cuda_owns_device_range,
+    .host_pinned = cuda_host_pinned,
+    .copy_overlapped = cuda_copy_overlapped,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,

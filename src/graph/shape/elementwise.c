@@ -235,25 +235,25 @@ static cinfer_status infer_chain(const graph_node *n, const tensor *in, int num_
     return CINFER_OK;
 }
 
-#define UNARY(op) {op, infer_unary, 0, OP_FLAG_INPLACE, 1, 1}
-#define BINARY(op) {op, infer_binary, 0, OP_FLAG_INPLACE, 2, 2}
-#define COMPARE(op) {op, infer_compare, 0, 0, 2, 2}
-#define VARIADIC(op) {op, infer_variadic, 0, OP_FLAG_INPLACE, 1, -1}
+#define UNARY(op) {op, infer_unary, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 1, 1}
+#define BINARY(op) {op, infer_binary, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2}
+#define COMPARE(op) {op, infer_compare, 0, OP_FLAG_POINTWISE, 2, 2}
+#define VARIADIC(op) {op, infer_variadic, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 1, -1}
 
 const op_schema shape_elementwise_schemas[] = {
     /* binary arithmetic (output 0 index-aligned with input 0 whenever they have the same size) */
     BINARY("Add"), BINARY("Sub"), BINARY("Mul"), BINARY("Div"), BINARY("Mod"),
     BINARY("BitwiseAnd"), BINARY("BitwiseOr"), BINARY("BitwiseXor"),
-    {"BitShift", infer_bitshift, 0, OP_FLAG_INPLACE, 2, 2},
-    {"Pow", infer_pow, 0, OP_FLAG_INPLACE, 2, 2},
-    {"PRelu", infer_prelu, 0, OP_FLAG_INPLACE, 2, 2},
+    {"BitShift", infer_bitshift, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2},
+    {"Pow", infer_pow, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2},
+    {"PRelu", infer_prelu, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2},
     /* comparisons and logic: bool output, so never in place (sizes can match by accident) */
     COMPARE("Equal"), COMPARE("Greater"), COMPARE("GreaterOrEqual"), COMPARE("Less"), COMPARE("LessOrEqual"),
-    {"And", infer_logical, 0, OP_FLAG_INPLACE, 2, 2},
-    {"Or", infer_logical, 0, OP_FLAG_INPLACE, 2, 2},
-    {"Xor", infer_logical, 0, OP_FLAG_INPLACE, 2, 2},
-    {"Not", infer_not, 0, OP_FLAG_INPLACE, 1, 1},
-    {"Where", infer_where, 0, 0, 3, 3},
+    {"And", infer_logical, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2},
+    {"Or", infer_logical, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2},
+    {"Xor", infer_logical, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 2, 2},
+    {"Not", infer_not, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 1, 1},
+    {"Where", infer_where, 0, OP_FLAG_POINTWISE, 3, 3},
     VARIADIC("Min"), VARIADIC("Max"), VARIADIC("Sum"), VARIADIC("Mean"),
     /* unary math */
     UNARY("Sqrt"), UNARY("Exp"), UNARY("Log"), UNARY("Neg"), UNARY("Abs"), UNARY("Reciprocal"), UNARY("Erf"),
@@ -265,13 +265,13 @@ const op_schema shape_elementwise_schemas[] = {
     UNARY("Relu"), UNARY("LeakyRelu"), UNARY("Sigmoid"), UNARY("HardSigmoid"), UNARY("HardSwish"),
     UNARY("Softplus"), UNARY("Softsign"), UNARY("Elu"), UNARY("Selu"), UNARY("Celu"), UNARY("ThresholdedRelu"),
     UNARY("Mish"), UNARY("Shrink"),
-    {"Gelu", infer_gelu, 0, OP_FLAG_INPLACE, 1, 1},
-    {"Clip", infer_clip, 0, OP_FLAG_INPLACE, 1, 3},
-    {"IsNaN", infer_unary_to_bool, 0, 0, 1, 1},
-    {"IsInf", infer_unary_to_bool, 0, 0, 1, 1},
-    {"Cast", infer_cast, 0, 0, 1, 1},
-    {"CastLike", infer_castlike, 0, 0, 2, 2},
+    {"Gelu", infer_gelu, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 1, 1},
+    {"Clip", infer_clip, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 1, 3},
+    {"IsNaN", infer_unary_to_bool, 0, OP_FLAG_POINTWISE, 1, 1},
+    {"IsInf", infer_unary_to_bool, 0, OP_FLAG_POINTWISE, 1, 1},
+    {"Cast", infer_cast, 0, OP_FLAG_POINTWISE, 1, 1},
+    {"CastLike", infer_castlike, 0, OP_FLAG_POINTWISE, 2, 2},
     /* internal (the optimiser's; a file naming it is refused at load) */
-    {"ElementwiseChain", infer_chain, 0, OP_FLAG_INPLACE, 1, 1},
+    {"ElementwiseChain", infer_chain, 0, OP_FLAG_INPLACE | OP_FLAG_POINTWISE, 1, 1},
     {NULL, NULL, 0, 0, 0, 0},
 };
