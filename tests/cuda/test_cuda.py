@@ -726,3 +726,62 @@ def test_lookup_concat_kernel_matches_the_cpu(lib, gpus, form, dim, precision):
     s = Session(lib, m, device="cuda:0", options={"precision": precision, "profile": "1"})
     assert session_ops(lib, s).get("LookupConcat") == 1
     np.testing.assert_array_equal(s.run(feeds)[0], want)
+
+
+def test_run_device_refuses_an_input_running_past_its_allocation(lib, gpus):
+    """cinfer_session_run_device with inputs a and b in cudaMalloc'd blocks of 2 MiB: in range the sum is right, run
+    after run. With b's range running 4 KiB past its block's end, starting inside the block a lies in or inside a
+    block above the one a lies in (whose range the copy kernel's checks remember from a, and whose end b starts
+    past), the checks send b to the copy calls, which refuse it: the run fails naming the device-to-device copy,
+    nothing reads past the block, and the session's next run (in range) is right again."""
+    need_gpu(gpus)
+    rt = load_cudart()
+    if rt is None:
+        pytest.skip("no libcudart.so found to make device buffers with (see load_cudart)")
+    rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+    rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    rt.cudaFree.argtypes = [ctypes.c_void_p]
+    n = 1 << 18  # 1 MiB of floats per input; a block holds exactly two
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "sum",
+                          [helper.make_tensor_value_info(k, TensorProto.FLOAT, [n]) for k in ("a", "b")],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])])
+    s = Session(lib, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), device="cuda:0")
+    held = []
+
+    def device_buffer(nbytes):
+        p = ctypes.c_void_p()
+        assert rt.cudaMalloc(ctypes.byref(p), nbytes) == 0
+        held.append(p)
+        return p.value
+
+    def tensor(ptr):
+        t = Tensor()
+        t.dtype, t.ndim, t.data = 1, 1, ptr
+        t.dims[0] = n
+        return t
+
+    def run(a_at, b_at):
+        ins = (Tensor * 2)(tensor(a_at), tensor(b_at))
+        outs = (Tensor * 1)(tensor(out))
+        lib.check(lib.lib.cinfer_session_run_device(s.session, ins, 2, outs, 1, None))
+        y = np.empty(n, np.float32)
+        assert rt.cudaMemcpy(y.ctypes.data, out, y.nbytes, 2) == 0
+        return y
+
+    try:
+        low, high = sorted(device_buffer(8 * n) for _ in range(2))
+        out = device_buffer(4 * n)
+        host = np.random.default_rng(9).standard_normal(2 * n).astype(np.float32)
+        for block in (low, high):
+            assert rt.cudaMemcpy(block, host.ctypes.data, host.nbytes, 1) == 0
+        want = host[:n] + host[n:]
+        for a_at, b_good, b_past in ((low, low + 4 * n, low + 4 * n + 4096), (low, high + 4 * n, high + 4 * n + 4096)):
+            for _ in range(3):
+                np.testing.assert_array_equal(run(a_at, b_good), want)
+            with pytest.raises(CinferError) as e:
+                run(a_at, b_past)
+            assert "device-to-device copy" in e.value.message, e.value.message
+            np.testing.assert_array_equal(run(a_at, b_good), want)
+    finally:
+        for p in held:
+            rt.cudaFree(p)

@@ -354,7 +354,7 @@ typedef struct device_ranges {
  * context or overrun a neighbouring allocation. `known` (or NULL) remembers the allocations found: a DLRM-style
  * run's 27 inputs and the plan's buffers lie in a few, so its 108 driver calls a run become a handful. */
 static bool range_inside(uintptr_t at, size_t bytes, uintptr_t base, size_t size) {
-    return at >= base && bytes <= size - (at - base);
+    return at >= base && at - base <= size && bytes <= size - (at - base); /* no wrap for a start past the end */
 }
 
 static bool device_reads(int ordinal, const void *p, size_t bytes, device_ranges *known) {

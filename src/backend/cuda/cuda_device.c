@@ -39,6 +39,9 @@ cinfer_status cuda_check(int ordinal, cudaError_t err, const char *what) {
         return core_error(CINFER_ERR_RUNTIME, "%s; the device's context is lost, so cuda:%d is marked failed and refuses "
                           "all further work until the process restarts", msg, ordinal);
     }
+    /* A refused call (a copy range past its allocation, say) also sets the thread's last error; consumed here, or
+     * the next kernel launch's cudaGetLastError() would report it and fail a run that did nothing wrong */
+    (void)cudaGetLastError();
     if (err == cudaErrorMemoryAllocation) return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s", msg);
     return core_error(CINFER_ERR_RUNTIME, "%s", msg);
 }
