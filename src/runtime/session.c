@@ -1024,6 +1024,7 @@ static cinfer_status build_chunk_plan(cinfer_session *s, const plan *whole, int6
     CINFER_TRY(build_plan(s, bound, signature, 0, false, &c));
     if (c->io_block) s->backend->iface->release(s->backend, c->io_block); /* inputs and outputs only: pointwise */
     c->io_block = NULL;
+    c->io_bytes = 0;
     c->caller_binding_pays = false;
     for (int i = 0; i < g->num_inputs; i++) {
         int v = g->inputs[i];
