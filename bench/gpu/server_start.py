@@ -1,0 +1,76 @@
+"""cinfer-server start to ready on a GPU: a one-model repository (an exported ONNX file, KIND_AUTO placement) and
+the wall time from the process start to GET /v2/health/ready answering 200, with the devices started beside the
+repository load (the default) and without (CINFER_SERVER_EARLY_DEVICES=0), alternated in fresh processes.
+
+    python3 bench/gpu/server_start.py --server build/cinfer-server --onnx resnet50.onnx [--repeats 3]
+"""
+import argparse
+import os
+import pathlib
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def time_to_ready(server, repo, early, timeout_s=120.0):
+    port = free_port()
+    env = dict(os.environ, CINFER_SERVER_EARLY_DEVICES="1" if early else "0")
+    t0 = time.perf_counter()
+    p = subprocess.Popen([server, "--model-repository", str(repo), "--http-port", str(port), "--metrics-port", "0"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while time.perf_counter() - t0 < timeout_s:
+            if p.poll() is not None:
+                raise RuntimeError(f"cinfer-server exited with {p.returncode}: {p.stderr.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - t0
+            except OSError:
+                pass
+            time.sleep(0.005)
+        raise RuntimeError(f"not ready within {timeout_s} s")
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--onnx", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        name = pathlib.Path(args.onnx).stem
+        version = pathlib.Path(d) / name / "1"
+        version.mkdir(parents=True)
+        (version / "model.onnx").symlink_to(pathlib.Path(args.onnx).resolve())
+        times = {True: [], False: []}
+        for _ in range(args.repeats):
+            for early in (True, False):
+                times[early].append(time_to_ready(args.server, d, early))
+    print(f"cinfer-server start to ready, model {name} ({pathlib.Path(args.onnx).stat().st_size / 1e6:.1f} MB), "
+          f"{args.repeats} fresh processes each, alternated\n")
+    print("| devices | median s | runs s |")
+    print("|---|---|---|")
+    for early, label in ((False, "started by the first session (CINFER_SERVER_EARLY_DEVICES=0)"),
+                         (True, "started beside the repository load (default)")):
+        runs = ", ".join(f"{t:.3f}" for t in times[early])
+        print(f"| {label} | {statistics.median(times[early]):.3f} | {runs} |")
+
+
+if __name__ == "__main__":
+    main()
