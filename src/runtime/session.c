@@ -1074,8 +1074,8 @@ static void plan_chunks(cinfer_session *s, plan *p) {
     p->num_chunks = 0;
 }
 
-/* Whether a host run (cinfer_session_run, _run_into) of plan p goes in chunks: p splits, and every caller buffer
- * is page-locked (pageable memory goes through the staging buffer, which overlaps nothing). */
+/* Whether a host run of plan p goes in chunks: p splits, and every caller buffer is page-locked (pageable memory,
+ * like cinfer_session_run's fresh outputs, goes through the staging buffer, which overlaps nothing). */
 static bool run_chunks_here(cinfer_session *s, plan *p, const cinfer_tensor **bound, const cinfer_tensor *outputs) {
     const graph *g = s->graph;
     backend *b = s->backend;

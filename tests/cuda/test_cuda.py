@@ -564,10 +564,48 @@ def load_cudart():
     candidates += sorted(glob.glob("/usr/local/cuda*/lib64/libcudart.so*"))
     for c in candidates:
         try:
-            return ctypes.CDLL(c)
+            rt = ctypes.CDLL(c)
         except OSError:
             continue
+        rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        rt.cudaFree.argtypes = [ctypes.c_void_p]
+        return rt
     return None
+
+
+def cudart_or_skip():
+    rt = load_cudart()
+    if rt is None:
+        pytest.skip("no libcudart.so found (searched the loader path, LD_LIBRARY_PATH and the CUDA wheels beside it, "
+                    "/usr/local/cuda*/lib64) to make device buffers with")
+    return rt
+
+
+class DeviceBuffers:
+    """cudaMalloc'd buffers for a test, freed together (free_all, in a finally)."""
+
+    def __init__(self, rt):
+        self.rt, self.held = rt, []
+
+    def __call__(self, nbytes):
+        p = ctypes.c_void_p()
+        assert self.rt.cudaMalloc(ctypes.byref(p), nbytes) == 0
+        self.held.append(p)
+        return p.value
+
+    def free_all(self):
+        for p in self.held:
+            self.rt.cudaFree(p)
+
+
+def device_tensor(ptr, shape):
+    """A float32 cinfer_tensor over device memory at ptr."""
+    t = Tensor()
+    t.dtype, t.ndim, t.data = 1, len(shape), ptr
+    for d, n in enumerate(shape):
+        t.dims[d] = n
+    return t
 
 
 def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
@@ -580,31 +618,12 @@ def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
     x_big = np.random.default_rng(4).normal(40.0, 300.0, big).astype(np.float32)
     s_big = Session(lib, window_model(big), device="cuda:0")
     s_small = Session(lib, window_model(small), device="cuda:0")
-    rt = load_cudart()
-    if rt is None:
-        pytest.skip("no libcudart.so found (searched the loader path, LD_LIBRARY_PATH and the CUDA wheels beside it, "
-                    "/usr/local/cuda*/lib64) to make device buffers with")
-    rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
-    rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    rt.cudaFree.argtypes = [ctypes.c_void_p]
-    held = []
-
-    def device_buffer(nbytes):
-        p = ctypes.c_void_p()
-        assert rt.cudaMalloc(ctypes.byref(p), nbytes) == 0
-        held.append(p)
-        return p.value
-
-    def tensor(ptr, shape):
-        t = Tensor()
-        t.dtype, t.ndim, t.data = 1, len(shape), ptr
-        for d, n in enumerate(shape):
-            t.dims[d] = n
-        return t
+    rt = cudart_or_skip()
+    device_buffer = DeviceBuffers(rt)
 
     def run_device(session, x, x_dev, y_dev):
         assert rt.cudaMemcpy(x_dev, x.ctypes.data, x.nbytes, 1) == 0  # host to device
-        ins, outs = (Tensor * 1)(tensor(x_dev, x.shape)), (Tensor * 1)(tensor(y_dev, x.shape))
+        ins, outs = (Tensor * 1)(device_tensor(x_dev, x.shape)), (Tensor * 1)(device_tensor(y_dev, x.shape))
         lib.check(lib.lib.cinfer_session_run_device(session.session, ins, 1, outs, 1, None))
         y, x_after = np.empty_like(x), np.empty_like(x)
         assert rt.cudaMemcpy(y.ctypes.data, y_dev, y.nbytes, 2) == 0  # device to host, after the legacy stream
@@ -630,8 +649,7 @@ def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
             assert st.caller_buffers_bound == 0, f"run {i}"
         assert st.graph_replayed == 1  # the third small run replays the plan's graph
     finally:
-        for p in held:
-            rt.cudaFree(p)
+        device_buffer.free_all()
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -735,34 +753,17 @@ def test_run_device_refuses_an_input_running_past_its_allocation(lib, gpus):
     past), the checks send b to the copy calls, which refuse it: the run fails naming the device-to-device copy,
     nothing reads past the block, and the session's next run (in range) is right again."""
     need_gpu(gpus)
-    rt = load_cudart()
-    if rt is None:
-        pytest.skip("no libcudart.so found to make device buffers with (see load_cudart)")
-    rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
-    rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    rt.cudaFree.argtypes = [ctypes.c_void_p]
+    rt = cudart_or_skip()
     n = 1 << 18  # 1 MiB of floats per input; a block holds exactly two
     g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "sum",
                           [helper.make_tensor_value_info(k, TensorProto.FLOAT, [n]) for k in ("a", "b")],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])])
     s = Session(lib, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), device="cuda:0")
-    held = []
-
-    def device_buffer(nbytes):
-        p = ctypes.c_void_p()
-        assert rt.cudaMalloc(ctypes.byref(p), nbytes) == 0
-        held.append(p)
-        return p.value
-
-    def tensor(ptr):
-        t = Tensor()
-        t.dtype, t.ndim, t.data = 1, 1, ptr
-        t.dims[0] = n
-        return t
+    device_buffer = DeviceBuffers(rt)
 
     def run(a_at, b_at):
-        ins = (Tensor * 2)(tensor(a_at), tensor(b_at))
-        outs = (Tensor * 1)(tensor(out))
+        ins = (Tensor * 2)(device_tensor(a_at, [n]), device_tensor(b_at, [n]))
+        outs = (Tensor * 1)(device_tensor(out, [n]))
         lib.check(lib.lib.cinfer_session_run_device(s.session, ins, 2, outs, 1, None))
         y = np.empty(n, np.float32)
         assert rt.cudaMemcpy(y.ctypes.data, out, y.nbytes, 2) == 0
@@ -783,5 +784,4 @@ def test_run_device_refuses_an_input_running_past_its_allocation(lib, gpus):
             assert "device-to-device copy" in e.value.message, e.value.message
             np.testing.assert_array_equal(run(a_at, b_good), want)
     finally:
-        for p in held:
-            rt.cudaFree(p)
+        device_buffer.free_all()
