@@ -109,6 +109,47 @@ def test_a_broadcast_vector_is_not_split(lib, fake_device):
     np.testing.assert_array_equal(got, x + np.arange(COLS, dtype=np.float32))
 
 
+def mixed_dtype_model():
+    """Outputs of four dtypes from a float and an int32 input: a bool mask (1-byte elements), a float16 cast, a Where
+    reading the mask and a scalar, an int32 sum; 'pos' is both an output and read by another node."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, COLS])
+    n = helper.make_tensor_value_info("n", TensorProto.INT32, [ROWS, COLS])
+    outs = [helper.make_tensor_value_info("pos", TensorProto.BOOL, [ROWS, COLS]),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT16, [ROWS, COLS]),
+            helper.make_tensor_value_info("relu", TensorProto.FLOAT, [ROWS, COLS]),
+            helper.make_tensor_value_info("m", TensorProto.INT32, [ROWS, COLS])]
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("Where", ["pos", "x", "zero"], ["relu"]), helper.make_node("Add", ["n", "seven"], ["m"])]
+    consts = [scalar("zero", 0.0), numpy_helper.from_array(np.array(7, np.int32), "seven")]
+    g = helper.make_graph(nodes, "mixed", [x, n], outs, consts)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_outputs_of_every_element_size_split_alike(lib, fake_device):
+    """1-, 2- and 4-byte outputs and an int32 input split at the same element bounds (byte offsets per dtype): the
+    chunked run (copies #1-#8 up, as the copy points show: 2 inputs x 4 chunks) equals the whole one bit for bit."""
+    rng = np.random.default_rng(11)
+    f = {"x": rng.standard_normal((ROWS, COLS)).astype(np.float32),
+         "n": rng.integers(-1000, 1000, (ROWS, COLS), dtype=np.int32)}
+    dtypes = [np.bool_, np.float16, np.float32, np.int32]
+
+    def run(s):
+        outs = [np.zeros((ROWS, COLS), d) for d in dtypes]
+        s.run_into(f, outs)
+        return outs
+
+    chunked = Session(lib, mixed_dtype_model(), device="cpu", options={"copy_chunks": "5"})
+    whole = Session(lib, mixed_dtype_model(), device="cpu", options={"copy_chunks": "1"})
+    for got, want in zip(run(chunked), run(whole)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run(chunked)[3], f["n"] + 7)
+    np.testing.assert_array_equal(run(chunked)[2], np.where(f["x"] > 0, f["x"], np.float32(0)))
+    fake_device.setenv("CINFER_FAULT_COPY", "dir=h2d,nth=8")
+    with pytest.raises(CinferError) as e:
+        run(chunked)
+    assert f"host-to-device copy #8 of {2784 * 4} bytes" in e.value.message, e.value.message  # chunk 3's n
+
+
 def test_copy_chunks_option_is_checked(lib):
     for bad in ("65", "-1", "four"):
         with pytest.raises(CinferError, match=f"session option 'copy_chunks': '{bad}' is not a count from 0"):
