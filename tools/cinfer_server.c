@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,26 +93,6 @@ static void *watchdog(void *arg) {
     if (atomic_load(&stopped)) return NULL;
     log_error("shutdown did not finish within %d s (--exit-timeout-secs); exiting with requests unfinished", secs);
     _exit(1);
-    return NULL;
-}
-
-/* Starts the GPUs GPU instances may use (--device auto or cuda: every visible one; cuda:N: that one) while the main
- * thread reads the repository's models: the driver and each primary context take about 0.4 s in a fresh process on
- * an H200 host, which would otherwise come after the first model's load. Errors are left for the sessions, which
- * report them per model. CINFER_SERVER_EARLY_DEVICES=0 turns it off (A/B timing). */
-static void *start_devices(void *device) {
-    const char *d = device;
-    int first = 0, count = 0;
-    if (!strncmp(d, "cuda:", 5)) {
-        first = atoi(d + 5);
-        count = 1;
-    } else if (cinfer_cuda_device_count(&count) != CINFER_OK) {
-        return NULL;
-    }
-    for (int i = first; i < first + count; i++) {
-        cinfer_device_info info;
-        (void)cinfer_cuda_device_info(i, &info);
-    }
     return NULL;
 }
 
@@ -282,15 +261,9 @@ int main(int argc, char **argv) {
                      cuda_limit > 1 ? "bytes" : "fraction", cuda_limit);
         }
     }
-    pthread_t starter;
-    const char *early = getenv("CINFER_SERVER_EARLY_DEVICES");
-    const bool starting = strcmp(o.device, "cpu") != 0 && !(early && !strcmp(early, "0")) &&
-                          pthread_create(&starter, NULL, start_devices, (void *)o.device) == 0;
     server *s;
     serve_error e = {0};
-    const int started = server_start(&o, &s, &e);
-    if (starting) pthread_join(starter, NULL); /* long done by now, or a load is waiting on the same driver start */
-    if (started != 0) {
+    if (server_start(&o, &s, &e) != 0) {
         log_error("cannot start: %s", e.msg);
         auth_tokens_free(&o.tokens);
         free(loads);

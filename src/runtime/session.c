@@ -108,11 +108,21 @@ static double monotonic_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void plan_free(cinfer_session *s, plan *p) {
-    if (!p) return;
-    for (int c = 0; c < p->num_chunks; c++) plan_free(s, p->chunks[c]); /* their io is p's: only their own goes */
+static void plan_free(cinfer_session *s, plan *p);
+
+/* Frees a plan's chunk plans (plan_chunks); their io is the plan's, so only their own memory goes. */
+static void free_chunks(cinfer_session *s, plan *p) {
+    for (int c = 0; c < p->num_chunks; c++) plan_free(s, p->chunks[c]);
     free(p->chunks);
     free(p->chunk_first);
+    p->chunks = NULL;
+    p->chunk_first = NULL;
+    p->num_chunks = 0;
+}
+
+static void plan_free(cinfer_session *s, plan *p) {
+    if (!p) return;
+    free_chunks(s, p);
     if (p->host_owned)
         for (int v = 0; v < s->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
     if (p->graph_exec) s->backend->iface->graph_destroy(s->backend, p->graph_exec);
@@ -1066,12 +1076,7 @@ static void plan_chunks(cinfer_session *s, plan *p) {
     }
     fprintf(stderr, "cinfer: model '%s': chunked copies off for this input shape (runs copy whole): %s\n",
             g->name ? g->name : "", cinfer_last_error());
-    for (int c = 0; c < p->num_chunks; c++) plan_free(s, p->chunks[c]);
-    free(p->chunks);
-    free(p->chunk_first);
-    p->chunks = NULL;
-    p->chunk_first = NULL;
-    p->num_chunks = 0;
+    free_chunks(s, p);
 }
 
 /* Whether a host run of plan p goes in chunks: p splits, and every caller buffer is page-locked (pageable memory,

@@ -1,17 +1,53 @@
-/* Server lifecycle: HTTP listeners first (so liveness answers while models load), then the repository loads;
+/* Server lifecycle: HTTP listeners first (so liveness answers while models load), then the repository loads (the
+ * GPUs starting meanwhile on a thread);
  * on stop the listener is quiesced, every model is drained (queued requests finish), in-flight responses are
  * sent, and then the daemons and the repository are freed. */
 #include "server.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cinfer/cinfer.h"
 #include "kserve_codec.h"
 #include "log.h"
 
+/* Starts the GPUs that instances may use (--device auto or cuda: every visible one; cuda:N: that one) while
+ * server_start reads the repository's models: the driver and each primary context take about 0.4 s in a fresh
+ * process on an H200 host, which would otherwise come after the first model's load (bench/gpu/server_start.py).
+ * Errors are left for the sessions, which report them per model. CINFER_SERVER_EARLY_DEVICES=0 turns it off. */
+static void *start_devices(void *device) {
+    const char *d = device;
+    int first = 0, count = 0;
+    if (!strncmp(d, "cuda:", 5)) {
+        first = atoi(d + 5);
+        count = 1;
+    } else if (cinfer_cuda_device_count(&count) != CINFER_OK) {
+        return NULL;
+    }
+    for (int i = first; i < first + count; i++) {
+        cinfer_device_info info;
+        (void)cinfer_cuda_device_info(i, &info);
+    }
+    return NULL;
+}
+
+static int start_serving(const server_options *opt, server **out, serve_error *e);
+
 int server_start(const server_options *opt, server **out, serve_error *e) {
     *out = NULL;
+    const char *early = getenv("CINFER_SERVER_EARLY_DEVICES");
+    pthread_t starter;
+    const bool starting = opt->device && strcmp(opt->device, "cpu") != 0 && !(early && !strcmp(early, "0")) &&
+                          pthread_create(&starter, NULL, start_devices, (void *)opt->device) == 0;
+    const int rc = start_serving(opt, out, e);
+    if (starting) pthread_join(starter, NULL); /* long done by now, or a load waited on the same driver start */
+    return rc;
+}
+
+static int start_serving(const server_options *opt, server **out, serve_error *e) {
     server *s = calloc(1, sizeof *s);
     if (!s) return serve_fail(e, 500, "out of memory");
     s->opt = *opt;

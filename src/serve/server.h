@@ -46,8 +46,9 @@ typedef struct server {
     _Atomic int shutting_down;
 } server;
 
-/* Starts the listeners, then loads the models (a model that fails is reported and skipped). Fails only when a
- * listener cannot start or the repository folder is missing. */
+/* Starts the listeners, then loads the models (a model that fails is reported and skipped), the GPUs starting on a
+ * thread meanwhile unless the device is "cpu". Fails only when a listener cannot start or the repository folder is
+ * missing. */
 int server_start(const server_options *opt, server **out, serve_error *e);
 /* Graceful stop: stop accepting, refuse new inference with 503, finish queued and running requests, send their
  * responses, then free everything. NULL is a no-op. */

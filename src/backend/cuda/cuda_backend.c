@@ -240,6 +240,13 @@ static bool cuda_host_pinned(backend *b, const void *p, size_t bytes) {
     return bytes == 0 || host_is_pinned(p, bytes);
 }
 
+/* `waiting`'s next work waits for what is queued on `on` so far, through `event` (neither the host nor the GPU
+ * blocks more than the order needs). */
+static cinfer_status stream_waits_for(const cuda_backend_ctx *c, cudaStream_t waiting, cudaStream_t on, cudaEvent_t event) {
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventRecord(event, on), "cudaEventRecord"));
+    return cuda_check(c->dev->ordinal, cudaStreamWaitEvent(waiting, event, 0), "cudaStreamWaitEvent");
+}
+
 /* Forks the two copy streams off the session's stream: what is queued there so far (an earlier run_device writing
  * the same buffers, say) comes first. */
 static cinfer_status open_lanes(cuda_backend_ctx *c) {
@@ -250,44 +257,39 @@ static cinfer_status open_lanes(cuda_backend_ctx *c) {
         if (!*streams[i]) CINFER_TRY(cuda_check(dev, cudaStreamCreateWithFlags(streams[i], cudaStreamNonBlocking), "cudaStreamCreate"));
     for (int i = 0; i < 3; i++)
         if (!*events[i]) CINFER_TRY(cuda_check(dev, cudaEventCreateWithFlags(events[i], cudaEventDisableTiming), "cudaEventCreate"));
-    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->computed, c->exec.stream), "cudaEventRecord"));
-    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->upload_stream, c->computed, 0), "cudaStreamWaitEvent"));
-    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->download_stream, c->computed, 0), "cudaStreamWaitEvent"));
+    CINFER_TRY(stream_waits_for(c, c->upload_stream, c->exec.stream, c->computed));
+    CINFER_TRY(stream_waits_for(c, c->download_stream, c->exec.stream, c->computed));
     c->lanes_open = true;
     return CINFER_OK;
 }
 
-/* Joins the copy streams back: the session's stream waits for the last download (every upload is already waited
- * for by the work after it), so a wait on the session's stream covers them and later work is ordered after. */
+/* Joins the copy streams back: the session's stream waits for the last download and the last upload (each upload
+ * is waited for already, unless a run stopped between its copy and that wait), so a wait on the session's stream
+ * covers them and later work is ordered after. */
 static cinfer_status close_lanes(cuda_backend_ctx *c) {
     if (!c->lanes_open) return CINFER_OK;
     c->lanes_open = false;
-    const int dev = c->dev->ordinal;
-    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->downloaded, c->download_stream), "cudaEventRecord"));
-    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->exec.stream, c->downloaded, 0), "cudaStreamWaitEvent"));
-    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->uploaded, c->upload_stream), "cudaEventRecord"));
-    return cuda_check(dev, cudaStreamWaitEvent(c->exec.stream, c->uploaded, 0), "cudaStreamWaitEvent");
+    CINFER_TRY(stream_waits_for(c, c->exec.stream, c->download_stream, c->downloaded));
+    return stream_waits_for(c, c->exec.stream, c->upload_stream, c->uploaded);
 }
 
 /* An event is waited for as last recorded when cudaStreamWaitEvent is called, so one event per direction serves
- * every chunk. Host memory must be page-locked (host_pinned). */
+ * every chunk. Host memory must be page-locked (host_pinned). Only runs call it: begin_run checked the device and
+ * made it current. */
 static cinfer_status cuda_copy_overlapped(backend *b, void *dst, const void *src, size_t bytes, bool to_device) {
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
-    CINFER_TRY(use_device(c));
     if (!c->lanes_open) CINFER_TRY(open_lanes(c));
     const int dev = c->dev->ordinal;
     if (to_device) {
         CINFER_TRY(cuda_check(dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->upload_stream),
                               "host-to-device copy (upload stream)"));
-        CINFER_TRY(cuda_check(dev, cudaEventRecord(c->uploaded, c->upload_stream), "cudaEventRecord"));
-        CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->exec.stream, c->uploaded, 0), "cudaStreamWaitEvent"));
+        CINFER_TRY(stream_waits_for(c, c->exec.stream, c->upload_stream, c->uploaded));
         c->stats.host_to_device_copies++;
         c->stats.host_to_device_bytes += bytes;
         return CINFER_OK;
     }
-    CINFER_TRY(cuda_check(dev, cudaEventRecord(c->computed, c->exec.stream), "cudaEventRecord"));
-    CINFER_TRY(cuda_check(dev, cudaStreamWaitEvent(c->download_stream, c->computed, 0), "cudaStreamWaitEvent"));
+    CINFER_TRY(stream_waits_for(c, c->download_stream, c->exec.stream, c->computed));
     CINFER_TRY(cuda_check(dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->download_stream),
                           "device-to-host copy (download stream)"));
     c->stats.device_to_host_copies++;
@@ -459,8 +461,7 @@ static cinfer_status cuda_join_stream(backend *b, void *stream, bool session_wai
     if (session_waits && cudaStreamIsCapturing(caller, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone)
         return core_error(CINFER_ERR_UNSUPPORTED, "cinfer_session_run_device: the caller's stream is being captured into a "
                           "CUDA graph; cinfer captures (and replays) its own graphs, so call it outside the capture");
-    CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventRecord(c->join_event, from), "cudaEventRecord"));
-    return cuda_check(c->dev->ordinal, cudaStreamWaitEvent(to, c->join_event, 0), "cudaStreamWaitEvent");
+    return stream_waits_for(c, to, from, c->join_event);
 }
 
 /* ---- CUDA Graphs ---- */
