@@ -30,6 +30,9 @@
 #             its report and a per-SASS-instruction CSV (stall samples) beside the log
 #   trace     per-kernel GPU time of cinfer beside PyTorch eager for the same specs (default resnet50:1:fp16
 #             bert:128:fp16 dlrm:128:fp32; bench/gpu/kernel_trace.py, torch.profiler) into kernel_trace.log
+#   overlap   copy/compute overlap with CUDA event timestamps (session option timeline): the image from page-locked
+#             memory chunked and whole, ResNet-50 fp16 on one and two lanes, PyTorch's round trip timed with events
+#             beside them (bench/gpu/overlap_timeline.py)
 #   startup   cinfer-server start to ready with ResNet-50 on the GPU, with the devices started beside the repository
 #             load (default) and without (CINFER_SERVER_EARLY_DEVICES=0), alternated (bench/gpu/server_start.py)
 #   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
@@ -37,7 +40,7 @@
 #             options; carry .deps/perf-analyzer.tar.xz too): the two-GPU scaling run and the server's H200 goal
 #   smoke     cinfer gpus, the CUDA pytest suite, the precision/fusion unit tests on cuda and the cinfer tool's tests (the
 #             first minutes of tests)
-#   verify    smoke plus the PyTorch rows the latest changes moved (see the stage; "scale" with
+#   verify    smoke plus the PyTorch rows the latest changes moved and the overlap timeline (see the stage; "scale" with
 #             SCALE_ARGS="--gpu-wait block" on nvidia-h200-x2 has still never run)
 # Logs go to $OUT/<stage>.log; a summary table is printed last.
 set -uo pipefail
@@ -96,6 +99,10 @@ smoke() { # the first minutes of tests
     # machine's onnxruntime (IR 13 at most) cannot read the examples' IR 14 files for the two comparisons with it
     stage cli_pytest $PY -m pytest -q -rs -p no:cacheprovider tests/cli -k "not example_program and not matching_onnxruntime"
 }
+overlap() { # copy/compute overlap with CUDA event timestamps, beside PyTorch's (models exported as compare does)
+    torch_python
+    stage overlap timeout 300 $TPY bench/gpu/overlap_timeline.py --work "$WORK/compare-models" --out "$OUT/overlap_json"
+}
 for what in "${@:-tests}"; do
     case "$what" in
     tests)
@@ -114,7 +121,9 @@ for what in "${@:-tests}"; do
         stage compare_verify timeout 540 $TPY bench/gpu/compare_pytorch.py --out "$OUT/compare" --work "$WORK/compare-models" \
             --models bert,resnet50,dlrm,image --precisions fp32,fp16 --no-agreement \
             --batches "bert:1,32,128;resnet50:1,32,256;dlrm:1,128;image:1"
+        overlap
         ;;
+    overlap) overlap ;;
     ops) op_tests ;;
     models)
         stage models $PY bench/gpu/check_models.py "$WORK/models"

@@ -201,6 +201,10 @@ void cinfer_cuda_host_free(int device, void *p);
  * 0 (default): chunks of about 4 MiB of inputs and outputs, when that makes two or more; 1: never split; N (up
  * to 64): N chunks. Outputs are the same bytes either way; a chunked run shows N copies each way in
  * cinfer_run_stats;
+ * "timeline" = "0" | "1" (default 0; GPU sessions): times every run with CUDA events: each copy and each stretch of
+ * the model's compute becomes a span with its stream and start and end (read with cinfer_session_timeline), which
+ * shows how copies and compute overlap. Each span costs two event records (about 2 us of host time); outputs are
+ * unchanged. A CPU session refuses it;
  * "max_batch" = N (device backends): capacity planning at creation: the model's weights plus a run's activations
  * and io at batch N (the first dim of each input; other dynamic dims from "dim.NAME" = their largest value) must
  * leave 20% of the device's memory (or its configured limit) free, else creation fails with the figures. */
@@ -254,6 +258,30 @@ typedef struct cinfer_run_stats {
     uint64_t caller_buffers_bound;
 } cinfer_run_stats;
 cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
+
+/* The timeline of the session's last run (session option timeline=1): one span per host-to-device copy, device-to-
+ * device copy, device-to-host copy and stretch of compute (a CUDA graph replay, or the node launches between two
+ * copies), in the order they were queued. Times are microseconds from the device's timeline epoch (the first
+ * timeline session on the device), so spans of sessions on one device share a clock: two sessions running at once
+ * show how their work overlaps. Within a run times are exact to CUDA events' 0.5 us; the run's start is a float
+ * milliseconds offset from the epoch, so it loses resolution as the process ages (about 1 us after 16 s, 8 us after
+ * two minutes). Waits for the run's events when the run was queued without a wait (cinfer_session_run_device).
+ * *count is the number of spans of the run (at most CINFER_TIMELINE_MAX_SPANS are kept); the first
+ * min(*count, capacity) are written. CINFER_ERR_INVALID_ARGUMENT when the option is off. */
+typedef enum cinfer_span_kind {
+    CINFER_SPAN_UPLOAD = 0,      /* host to device */
+    CINFER_SPAN_COMPUTE = 1,     /* the model's kernels */
+    CINFER_SPAN_DOWNLOAD = 2,    /* device to host */
+    CINFER_SPAN_DEVICE_COPY = 3, /* device to device (cinfer_session_run_device's inputs and outputs) */
+} cinfer_span_kind;
+typedef struct cinfer_span {
+    int kind;     /* cinfer_span_kind */
+    int stream;   /* 0: the session's stream; 1, 2: its upload and download streams (chunked copies) */
+    uint64_t bytes; /* copies: bytes moved; compute: 0 */
+    double start_us, end_us;
+} cinfer_span;
+#define CINFER_TIMELINE_MAX_SPANS 4096
+cinfer_status cinfer_session_timeline(cinfer_session *session, cinfer_span *spans, size_t capacity, size_t *count);
 
 /* cinfer_session_run with the caller's output buffers: outputs[i] describe what the model produces for these
  * inputs (dtype, ndim, dims: cinfer_session_output_info fills them; a mismatch is refused naming the output, what

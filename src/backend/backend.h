@@ -67,6 +67,11 @@ struct backend_i {
     void *(*graph_end)(backend *b, bool keep);
     cinfer_status (*graph_launch)(backend *b, void *exec, bool *stale);
     void (*graph_destroy)(backend *b, void *exec);
+    /* Optional (device backends): session option "timeline". timeline_enable times every later run with events
+     * around each copy and each stretch of compute; timeline_read waits for the last run's events and writes up to
+     * `capacity` spans (*count: the run's number of spans). See cinfer_session_timeline. */
+    cinfer_status (*timeline_enable)(backend *b);
+    cinfer_status (*timeline_read)(backend *b, cinfer_span *spans, size_t capacity, size_t *count);
     /* Optional: copies made by the last run (begin_run resets them). */
     void (*last_run_stats)(const backend *b, cinfer_run_stats *out);
     bool host_memory; /* buffers are plain host pointers (the runtime may read them directly) */

@@ -257,6 +257,12 @@ static void fault_last_run_stats(const backend *b, cinfer_run_stats *out) {
     inner_of(b)->iface->last_run_stats(inner_of(b), out);
 }
 
+static cinfer_status fault_timeline_enable(backend *b) { return inner_of(b)->iface->timeline_enable(inner_of(b)); }
+
+static cinfer_status fault_timeline_read(backend *b, cinfer_span *spans, size_t capacity, size_t *count) {
+    return inner_of(b)->iface->timeline_read(inner_of(b), spans, capacity, count);
+}
+
 void fault_backend_wrap(backend **b, const graph *g) {
     const char *gate = getenv(FAULT_ENV_GATE);
     if (!gate || strcmp(gate, "1") != 0 || !b || !*b) return;
@@ -296,6 +302,8 @@ void fault_backend_wrap(backend **b, const graph *g) {
     c->iface.constant_data = ii->constant_data || c->fake_device ? fault_constant_data : NULL;
     c->iface.device_memory = ii->device_memory ? fault_device_memory : NULL;
     c->iface.last_run_stats = ii->last_run_stats ? fault_last_run_stats : NULL;
+    c->iface.timeline_enable = ii->timeline_enable ? fault_timeline_enable : NULL;
+    c->iface.timeline_read = ii->timeline_read ? fault_timeline_read : NULL;
     c->iface.host_memory = ii->host_memory && !c->fake_device;
     w->iface = &c->iface;
     w->context = c;

@@ -94,6 +94,7 @@ struct cinfer_session {
     bool caller_buffers_bound; /* the last run read and wrote the caller's device buffers in place */
     size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
     long copy_chunks;        /* option "copy_chunks": 0 = by size, 1 = never split, N = N chunks (plan_chunks) */
+    bool timeline;           /* option "timeline": the backend times each run (cinfer_session_timeline) */
     unsigned char *guard_host; /* host image of the arena for filling and checking guards */
     void *aligned_inputs;      /* copies of caller inputs not aligned to their element size (host backends) */
     size_t aligned_inputs_bytes;
@@ -231,7 +232,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
     int threads = 0;
-    bool profile = false, deterministic = false, cuda_graphs = true, blocking_wait = false;
+    bool profile = false, deterministic = false, cuda_graphs = true, blocking_wait = false, timeline = false;
     session_precision precision = PRECISION_FP32;
     long guard_bytes = 0, max_batch = 0, copy_chunks = 0;
     const char *dim_keys[64], *dim_values[64];
@@ -259,6 +260,10 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
             if (strcmp(v, "spin") != 0 && strcmp(v, "block") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'gpu_wait': '%s' is not spin or block", v);
             blocking_wait = v[0] == 'b';
+        } else if (strcmp(k, "timeline") == 0) {
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'timeline': '%s' is not 0 or 1", v);
+            timeline = v[0] == '1';
         } else if (strcmp(k, "deterministic") == 0) {
             if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'deterministic': '%s' is not 0 or 1", v);
@@ -287,7 +292,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'copy_chunks': '%s' is not a count from 0 "
                                   "(by size) to %d", v, PLAN_MAX_CHUNKS);
         } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, gpu_wait, profile, guard_bytes, copy_chunks, max_batch, dim.NAME)", k);
+            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, gpu_wait, profile, guard_bytes, copy_chunks, timeline, max_batch, dim.NAME)", k);
         }
     }
     int cuda_ordinal = -1;
@@ -312,6 +317,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     s->cuda_graphs = cuda_graphs;
     s->guard_bytes = (size_t)guard_bytes;
     s->copy_chunks = copy_chunks;
+    s->timeline = timeline;
     if (profile) {
         size_t count = (size_t)(run_graph->num_nodes ? run_graph->num_nodes : 1);
         s->node_seconds = calloc(count, sizeof(double));
@@ -341,6 +347,12 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     }
     fault_backend_wrap(&s->backend, run_graph); /* test-only fault points, off unless CINFER_FAULT_INJECTION=1 */
     st = check_backend_ops(s);
+    if (st == CINFER_OK && timeline) {
+        backend *b = s->backend;
+        st = b->iface->timeline_enable ? b->iface->timeline_enable(b)
+                                       : core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'timeline': the %s backend "
+                                                    "has no streams to time (GPU sessions only)", b->iface->name);
+    }
     if (st == CINFER_OK && max_batch > 0) st = check_capacity(s, max_batch, dim_keys, dim_values, num_dims);
     if (st != CINFER_OK) {
         cinfer_session_free(s);
@@ -1290,6 +1302,20 @@ cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfe
     out->graph_fallbacks = session->graph_fallbacks;
     out->caller_buffers_bound = session->caller_buffers_bound;
     return CINFER_OK;
+}
+
+cinfer_status cinfer_session_timeline(cinfer_session *session, cinfer_span *spans, size_t capacity, size_t *count) {
+    if (!session || !count || (!spans && capacity))
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_timeline: NULL argument");
+    *count = 0;
+    pthread_mutex_lock(&session->lock);
+    backend *b = session->backend;
+    cinfer_status st = session->timeline && b->iface->timeline_read
+                           ? b->iface->timeline_read(b, spans, capacity, count)
+                           : core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_timeline: the session was made without "
+                                        "the option timeline=1");
+    pthread_mutex_unlock(&session->lock);
+    return st;
 }
 
 size_t cinfer_session_num_host_nodes(const cinfer_session *session) {

@@ -652,6 +652,25 @@ def test_run_device_binds_large_caller_buffers_in_place(lib, gpus):
         device_buffer.free_all()
 
 
+class PinnedArrays:
+    """float32 arrays over cinfer_cuda_host_alloc'd (page-locked) memory for a test, freed together (free_all)."""
+
+    def __init__(self, lib):
+        self.lib, self.held = lib, []
+
+    def __call__(self, shape):
+        n = int(np.prod(shape))
+        p = ctypes.c_void_p()
+        self.lib.check(self.lib.lib.cinfer_cuda_host_alloc(0, n * 4, ctypes.byref(p)))
+        self.held.append(p)
+        return np.ctypeslib.as_array((ctypes.c_float * n).from_address(p.value)).reshape(shape)
+
+    def free_all(self):
+        for p in self.held:
+            self.lib.lib.cinfer_cuda_host_free(0, p)
+        self.held = []
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_chunked_copies_from_page_locked_memory(lib, gpus, precision):
     """cinfer_session_run_into of the image windowing (8 MiB in, 8 MiB out) between cinfer_cuda_host_alloc buffers
@@ -664,16 +683,9 @@ def test_chunked_copies_from_page_locked_memory(lib, gpus, precision):
     chunked = Session(lib, window_model(shape), device="cuda:0", options={"precision": precision})
     whole = Session(lib, window_model(shape), device="cuda:0", options={"precision": precision, "copy_chunks": "1"})
     cpu = Session(lib, window_model(shape), device="cpu")
-    held = []
-
-    def pinned():
-        p = ctypes.c_void_p()
-        lib.check(lib.lib.cinfer_cuda_host_alloc(0, n * 4, ctypes.byref(p)))
-        held.append(p)
-        return np.ctypeslib.as_array((ctypes.c_float * n).from_address(p.value)).reshape(shape)
-
+    pinned = PinnedArrays(lib)
     try:
-        x, y, y_whole = pinned(), pinned(), pinned()
+        x, y, y_whole = pinned(shape), pinned(shape), pinned(shape)
         for seed in range(4):
             x[:] = np.random.default_rng(seed).normal(40.0, 300.0, shape).astype(np.float32)
             y[:], y_whole[:] = np.nan, np.nan
@@ -694,8 +706,91 @@ def test_chunked_copies_from_page_locked_memory(lib, gpus, precision):
         assert chunked.last_run_stats().device_to_host_copies == 1
         np.testing.assert_array_equal(pageable, y)
     finally:
-        for p in held:
-            lib.lib.cinfer_cuda_host_free(0, p)
+        pinned.free_all()
+
+
+def assert_stream_order(spans):
+    """Spans queued on one stream run one after another, and every span ends after it starts (0.5 us: the events'
+    resolution)."""
+    for sp in spans:
+        assert sp["end_us"] >= sp["start_us"] - 0.5, sp
+    for stream in {sp["stream"] for sp in spans}:
+        on = [sp for sp in spans if sp["stream"] == stream]
+        for a, b in zip(on, on[1:]):
+            assert b["start_us"] >= a["end_us"] - 0.5, (a, b)
+
+
+def test_timeline_shows_chunked_copies_beside_compute(lib, gpus):
+    """Session option timeline=1 on the image windowing between page-locked buffers. In 4 chunks: per chunk an upload
+    of 2 MiB on the upload stream, the compute on the session's stream, a download of 2 MiB on the download stream;
+    each chunk's compute starts after its upload ends and its download after its compute. Whole (copy_chunks=1): one
+    upload, compute and download on the session's stream, one after another. Outputs equal the untimed session's;
+    the two sessions share the device's clock (the second session's run starts after the first's ended)."""
+    need_gpu(gpus)
+    shape = (1, 1024, 2048)
+    mib2 = 2 << 20
+    timed = Session(lib, window_model(shape), device="cuda:0", options={"timeline": "1"})
+    whole = Session(lib, window_model(shape), device="cuda:0", options={"timeline": "1", "copy_chunks": "1"})
+    untimed = Session(lib, window_model(shape), device="cuda:0")
+    pinned = PinnedArrays(lib)
+    try:
+        x, y, y_whole, y_untimed = pinned(shape), pinned(shape), pinned(shape), pinned(shape)
+        x[:] = np.random.default_rng(5).normal(40.0, 300.0, shape).astype(np.float32)
+        for run in range(3):  # plain, captured, replayed: every one is timed
+            timed.run_into({"x": x}, [y])
+            spans = timed.timeline()
+            assert [(sp["kind"], sp["stream"], sp["bytes"]) for sp in spans] == \
+                [("upload", 1, mib2), ("compute", 0, 0), ("download", 2, mib2)] * 4, f"run {run}"
+            assert_stream_order(spans)
+            for c in range(4):
+                up, comp, down = spans[3 * c:3 * c + 3]
+                assert comp["start_us"] >= up["end_us"] - 0.5, (c, up, comp)
+                assert down["start_us"] >= comp["end_us"] - 0.5, (c, comp, down)
+            whole.run_into({"x": x}, [y_whole])
+            whole_spans = whole.timeline()
+            assert [(sp["kind"], sp["stream"], sp["bytes"]) for sp in whole_spans] == \
+                [("upload", 0, 4 * mib2), ("compute", 0, 0), ("download", 0, 4 * mib2)], f"run {run}"
+            assert_stream_order(whole_spans)
+            assert whole_spans[0]["start_us"] >= spans[-1]["end_us"] - 0.5  # one clock for both sessions
+            untimed.run_into({"x": x}, [y_untimed])
+            np.testing.assert_array_equal(y, y_untimed)
+            np.testing.assert_array_equal(y_whole, y_untimed)
+        busy = sum(sp["end_us"] - sp["start_us"] for sp in spans)
+        print(f"chunked run: {spans[-1]['end_us'] - spans[0]['start_us']:.1f} us end to end, {busy:.1f} us of spans")
+    finally:
+        pinned.free_all()
+
+
+def test_timeline_of_staged_and_device_resident_runs(lib, gpus):
+    """Pageable io goes through staging on the session's stream: upload, compute, download in order, for the plain
+    first run and the graph replays after it. cinfer_session_run_device's copies are device copies on the session's
+    stream around the compute (the timeline waits for the run, which returned without waiting). Reading the
+    timeline of a session made without the option is refused."""
+    need_gpu(gpus)
+    x = np.random.default_rng(6).standard_normal((8, 16)).astype(np.float32)
+    s = Session(lib, mlp_model(), device="cuda:0", options={"timeline": "1"})
+    for run in range(3):
+        s.run({"x": x})
+        spans = s.timeline()
+        assert [(sp["kind"], sp["stream"], sp["bytes"]) for sp in spans] == \
+            [("upload", 0, x.nbytes), ("compute", 0, 0), ("download", 0, 8 * 4 * 4)], f"run {run}"
+        assert_stream_order(spans)
+    rt = cudart_or_skip()
+    device_buffer = DeviceBuffers(rt)
+    try:
+        x_dev, y_dev = device_buffer(x.nbytes), device_buffer(8 * 4 * 4)
+        assert rt.cudaMemcpy(x_dev, x.ctypes.data, x.nbytes, 1) == 0
+        ins, outs = (Tensor * 1)(device_tensor(x_dev, x.shape)), (Tensor * 1)(device_tensor(y_dev, (8, 4)))
+        lib.check(lib.lib.cinfer_session_run_device(s.session, ins, 1, outs, 1, None))
+        spans = s.timeline()
+        assert [(sp["kind"], sp["bytes"]) for sp in spans] == \
+            [("device_copy", x.nbytes), ("compute", 0), ("device_copy", 8 * 4 * 4)]
+        assert_stream_order(spans)
+    finally:
+        device_buffer.free_all()
+    with pytest.raises(CinferError) as e:
+        Session(lib, mlp_model(), device="cuda:0").timeline()
+    assert "without the option timeline=1" in e.value.message
 
 
 @pytest.mark.parametrize("count", [4096, 4104, 4099])

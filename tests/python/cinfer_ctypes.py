@@ -36,6 +36,15 @@ class RunStats(ctypes.Structure):
                 ("graph_fallbacks", ctypes.c_uint64), ("caller_buffers_bound", ctypes.c_uint64)]
 
 
+class Span(ctypes.Structure):
+    """cinfer_span: one copy or stretch of compute of a run (session option timeline=1)."""
+    _fields_ = [("kind", ctypes.c_int), ("stream", ctypes.c_int), ("bytes", ctypes.c_uint64),
+                ("start_us", ctypes.c_double), ("end_us", ctypes.c_double)]
+
+
+SPAN_KINDS = ("upload", "compute", "download", "device_copy")  # cinfer_span_kind order
+
+
 class DeviceInfo(ctypes.Structure):
     _fields_ = [("index", ctypes.c_int), ("name", ctypes.c_char * 256), ("uuid", ctypes.c_char * 96),
                 ("compute_major", ctypes.c_int), ("compute_minor", ctypes.c_int), ("total_memory", ctypes.c_size_t),
@@ -96,6 +105,8 @@ class Library:
                                           ctypes.POINTER(ctypes.c_char_p)]
 
         L.cinfer_session_last_run_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(RunStats)]
+        L.cinfer_session_timeline.argtypes = [ctypes.c_void_p, ctypes.POINTER(Span), ctypes.c_size_t,
+                                              ctypes.POINTER(ctypes.c_size_t)]
         L.cinfer_cuda_device_count.argtypes = [ctypes.POINTER(ctypes.c_int)]
         L.cinfer_cuda_device_info.argtypes = [ctypes.c_int, ctypes.POINTER(DeviceInfo)]
         L.cinfer_cuda_memory_stats.argtypes = [ctypes.c_int, ctypes.POINTER(MemoryStats)]
@@ -225,6 +236,16 @@ class Session:
         st = RunStats()
         self.lib.check(self.lib.lib.cinfer_session_last_run_stats(self.session, ctypes.byref(st)))
         return st
+
+    def timeline(self):
+        """The last run's spans (session option timeline=1) as dicts: kind (a SPAN_KINDS name), stream, bytes,
+        start_us, end_us."""
+        count = ctypes.c_size_t()
+        self.lib.check(self.lib.lib.cinfer_session_timeline(self.session, None, 0, ctypes.byref(count)))
+        spans = (Span * max(1, count.value))()
+        self.lib.check(self.lib.lib.cinfer_session_timeline(self.session, spans, count.value, ctypes.byref(count)))
+        return [{"kind": SPAN_KINDS[s.kind], "stream": s.stream, "bytes": s.bytes, "start_us": s.start_us,
+                 "end_us": s.end_us} for s in spans[:count.value]]
 
     def close(self):
         if self.session:

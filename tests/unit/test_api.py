@@ -47,6 +47,21 @@ def test_gpu_wait_option_is_checked(lib):
         Session(lib, add_relu_model().SerializeToString(), options={"gpu_wait": "yield"})
 
 
+def test_timeline_option_is_checked(lib):
+    """timeline=1 times a GPU session's runs; a CPU session has no streams to time and refuses it by name, a bad value
+    is refused, and reading the timeline of a session made without it says so (tests/cuda reads real ones)."""
+    model = add_relu_model().SerializeToString()
+    with pytest.raises(CinferError, match="session option 'timeline': the cpu backend has no streams to time"):
+        Session(lib, model, device="cpu", options={"timeline": "1"})
+    with pytest.raises(CinferError, match="session option 'timeline': 'yes' is not 0 or 1"):
+        Session(lib, model, device="cpu", options={"timeline": "yes"})
+    s = Session(lib, model, device="cpu", options={"timeline": "0"})
+    s.run({"x": np.ones((2, 4), np.float32)})
+    with pytest.raises(CinferError, match="made without the option timeline=1") as e:
+        s.timeline()
+    assert e.value.status == INVALID_ARGUMENT
+
+
 def test_run_into_fills_the_callers_buffers(lib):
     """cinfer_session_run_into writes the outputs into the caller's arrays (the same values as cinfer_session_run),
     at two batch sizes in turn; a buffer described with the wrong shape or dtype, or the wrong number of them, is

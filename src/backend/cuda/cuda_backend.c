@@ -4,6 +4,7 @@
  * Copies: inputs are copied into a pinned staging buffer (so the caller's memory is free at once) and queued
  * host->device; outputs are queued device->pinned and land in the caller's buffer at synchronize. Both
  * staging buffers only grow; a run that needs more waits for the queued copies before swapping buffers.
+ * Session option "timeline": timing events around each copy and each stretch of compute (see run_timeline).
  * Setting CINFER_CUDA_SYNC=1 synchronises after every node so an asynchronous fault names its node.
  * Tests only: with CINFER_FAULT_INJECTION=1, CINFER_FAULT_NODE=<node name> makes that node write through an
  * invalid address instead of running, which loses the context like a real kernel bug would.
@@ -33,6 +34,26 @@ typedef struct staging_buffer {
     size_t cap, used;
 } staging_buffer;
 
+/* One span of a run's timeline: events[start] and events[end] are recorded on its stream around the work. */
+typedef struct timeline_span {
+    int kind, stream; /* cinfer_span_kind; 0 session, 1 upload, 2 download stream */
+    size_t bytes;
+    int start, end;
+} timeline_span;
+
+/* Session option "timeline": a pool of timing events reused run after run (grown, never shrunk) and the spans of
+ * the last run. Compute is one span from the first node launch or graph replay after a copy to the next copy (or
+ * the run's end); nothing is recorded while capturing a graph (its replay is the span). */
+typedef struct run_timeline {
+    bool on;
+    cudaEvent_t epoch; /* the device's (cuda_device_timeline_epoch) */
+    cudaEvent_t *events;
+    int num_events, used;
+    timeline_span spans[CINFER_TIMELINE_MAX_SPANS];
+    int num_spans;
+    int open_compute; /* the compute span still open, or -1 */
+} run_timeline;
+
 typedef struct cuda_backend_ctx {
     cuda_device_state *dev;
     int stream_id;
@@ -53,6 +74,7 @@ typedef struct cuda_backend_ctx {
     cudaStream_t upload_stream, download_stream;
     cudaEvent_t uploaded, computed, downloaded;
     bool lanes_open;
+    run_timeline *timeline; /* NULL unless the session asked for it */
     bool sync_each_node;
     const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
 } cuda_backend_ctx;
@@ -154,6 +176,125 @@ static cinfer_status use_device(cuda_backend_ctx *c) {
     return cuda_check(c->dev->ordinal, cudaSetDevice(c->dev->ordinal), "cudaSetDevice");
 }
 
+/* ---- timeline (session option "timeline") ---- */
+
+/* Records the next pool event on `stream`; *index is it, or -1 when the run already has CINFER_TIMELINE_MAX_SPANS
+ * spans (later spans are not kept). */
+static cinfer_status timeline_mark(cuda_backend_ctx *c, cudaStream_t stream, int *index) {
+    run_timeline *t = c->timeline;
+    *index = -1;
+    if (t->used == t->num_events) {
+        if (t->num_events >= 2 * CINFER_TIMELINE_MAX_SPANS) return CINFER_OK;
+        int grown = t->num_events ? 2 * t->num_events : 64;
+        cudaEvent_t *events = realloc(t->events, (size_t)grown * sizeof *events);
+        if (!events) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+        t->events = events;
+        for (; t->num_events < grown; t->num_events++)
+            CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventCreate(&t->events[t->num_events]), "cudaEventCreate (timeline)"));
+    }
+    CINFER_TRY(cuda_check(c->dev->ordinal, cudaEventRecord(t->events[t->used], stream), "cudaEventRecord (timeline)"));
+    *index = t->used++;
+    return CINFER_OK;
+}
+
+/* Opens a span of `kind` on stream number `which` (`stream`); *span is its index, or -1 when not kept. */
+static cinfer_status span_begin(cuda_backend_ctx *c, int kind, int which, cudaStream_t stream, size_t bytes, int *span) {
+    run_timeline *t = c->timeline;
+    *span = -1;
+    if (t->num_spans == CINFER_TIMELINE_MAX_SPANS) return CINFER_OK;
+    int start;
+    CINFER_TRY(timeline_mark(c, stream, &start));
+    if (start < 0) return CINFER_OK;
+    t->spans[t->num_spans] = (timeline_span){kind, which, bytes, start, -1};
+    *span = t->num_spans++;
+    return CINFER_OK;
+}
+
+static cinfer_status span_end(cuda_backend_ctx *c, int span, cudaStream_t stream) {
+    if (span < 0) return CINFER_OK;
+    return timeline_mark(c, stream, &c->timeline->spans[span].end);
+}
+
+/* Before node launches and graph replays: opens the compute span unless one is open (or a capture is running). */
+static cinfer_status compute_begins(cuda_backend_ctx *c) {
+    run_timeline *t = c->timeline;
+    if (!t || c->capturing || t->open_compute >= 0) return CINFER_OK;
+    return span_begin(c, CINFER_SPAN_COMPUTE, 0, c->exec.stream, 0, &t->open_compute);
+}
+
+/* Before anything else is queued on the session's stream (a copy, a wait for a copy stream, the end of the run):
+ * closes the open compute span there, so it does not take in a wait that is not compute. */
+static cinfer_status compute_ends(cuda_backend_ctx *c) {
+    run_timeline *t = c->timeline;
+    if (!t || t->open_compute < 0) return CINFER_OK;
+    int span = t->open_compute;
+    t->open_compute = -1;
+    return span_end(c, span, c->exec.stream);
+}
+
+/* A copy's span on stream number `which`: *span from copy_begins goes to span_end after the copy is queued. */
+static cinfer_status copy_begins(cuda_backend_ctx *c, int kind, int which, cudaStream_t stream, size_t bytes, int *span) {
+    *span = -1;
+    if (!c->timeline) return CINFER_OK;
+    CINFER_TRY(compute_ends(c));
+    return span_begin(c, kind, which, stream, bytes, span);
+}
+
+static cinfer_status copy_ends(cuda_backend_ctx *c, int span, cudaStream_t stream) {
+    return c->timeline ? span_end(c, span, stream) : CINFER_OK;
+}
+
+static cinfer_status cuda_timeline_enable(backend *b) {
+    cuda_backend_ctx *c = b->context;
+    if (c->timeline) return CINFER_OK;
+    CINFER_TRY(use_device(c));
+    run_timeline *t = calloc(1, sizeof *t);
+    if (!t) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+    t->open_compute = -1;
+    cinfer_status st = cuda_device_timeline_epoch(c->dev, c->exec.stream, &t->epoch);
+    if (st != CINFER_OK) {
+        free(t);
+        return st;
+    }
+    c->timeline = t;
+    return CINFER_OK;
+}
+
+/* Times from CUDA events: the run's first event from the epoch (float milliseconds, see cinfer.h), each event from
+ * the run's first (exact to the events' resolution). */
+static cinfer_status cuda_timeline_read(backend *b, cinfer_span *out, size_t capacity, size_t *count) {
+    cuda_backend_ctx *c = b->context;
+    run_timeline *t = c->timeline;
+    *count = 0;
+    if (!t || !t->used) return CINFER_OK;
+    CINFER_TRY(use_device(c));
+    const int dev = c->dev->ordinal;
+    for (int i = 0; i < t->used; i++)
+        CINFER_TRY(cuda_check(dev, cudaEventSynchronize(t->events[i]), "cudaEventSynchronize (timeline)"));
+    float base_ms = 0;
+    CINFER_TRY(cuda_check(dev, cudaEventElapsedTime(&base_ms, t->epoch, t->events[0]), "cudaEventElapsedTime (timeline)"));
+    for (int i = 0; i < t->num_spans; i++) {
+        const timeline_span *sp = &t->spans[i];
+        if (sp->end < 0) continue; /* its end was not kept (the event pool was full) */
+        if ((size_t)*count < capacity) {
+            float start_ms = 0, end_ms = 0;
+            CINFER_TRY(cuda_check(dev, cudaEventElapsedTime(&start_ms, t->events[0], t->events[sp->start]), "cudaEventElapsedTime (timeline)"));
+            CINFER_TRY(cuda_check(dev, cudaEventElapsedTime(&end_ms, t->events[0], t->events[sp->end]), "cudaEventElapsedTime (timeline)"));
+            out[*count] = (cinfer_span){.kind = sp->kind, .stream = sp->stream, .bytes = sp->bytes,
+                                        .start_us = 1e3 * ((double)base_ms + start_ms), .end_us = 1e3 * ((double)base_ms + end_ms)};
+        }
+        (*count)++;
+    }
+    return CINFER_OK;
+}
+
+static void timeline_free(run_timeline *t) {
+    if (!t) return;
+    for (int i = 0; i < t->num_events; i++) cudaEventDestroy(t->events[i]);
+    free(t->events);
+    free(t);
+}
+
 static bool cuda_supports_op(const backend *b, const graph_node *n) {
     (void)b;
     return (n->domain == NULL || n->domain[0] == '\0' || strcmp(n->domain, "ai.onnx") == 0) && kernel_for(n) != NULL;
@@ -228,8 +369,11 @@ static cinfer_status cuda_copy_to_device(backend *b, void *dst, const void *src,
         c->to_device.used += need;
         from = stage;
     }
+    int span;
+    CINFER_TRY(copy_begins(c, CINFER_SPAN_UPLOAD, 0, c->exec.stream, bytes, &span));
     CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, c->exec.stream),
                           "host-to-device copy"));
+    CINFER_TRY(copy_ends(c, span, c->exec.stream));
     c->stats.host_to_device_copies++;
     c->stats.host_to_device_bytes += bytes;
     return CINFER_OK;
@@ -280,18 +424,24 @@ static cinfer_status cuda_copy_overlapped(backend *b, void *dst, const void *src
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
     if (!c->lanes_open) CINFER_TRY(open_lanes(c));
+    CINFER_TRY(compute_ends(c)); /* before the waits below reach the session's stream */
     const int dev = c->dev->ordinal;
+    int span;
     if (to_device) {
+        CINFER_TRY(copy_begins(c, CINFER_SPAN_UPLOAD, 1, c->upload_stream, bytes, &span));
         CINFER_TRY(cuda_check(dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->upload_stream),
                               "host-to-device copy (upload stream)"));
+        CINFER_TRY(copy_ends(c, span, c->upload_stream));
         CINFER_TRY(stream_waits_for(c, c->exec.stream, c->upload_stream, c->uploaded));
         c->stats.host_to_device_copies++;
         c->stats.host_to_device_bytes += bytes;
         return CINFER_OK;
     }
     CINFER_TRY(stream_waits_for(c, c->download_stream, c->exec.stream, c->computed));
+    CINFER_TRY(copy_begins(c, CINFER_SPAN_DOWNLOAD, 2, c->download_stream, bytes, &span)); /* after the wait: the copy's own start */
     CINFER_TRY(cuda_check(dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->download_stream),
                           "device-to-host copy (download stream)"));
+    CINFER_TRY(copy_ends(c, span, c->download_stream));
     c->stats.device_to_host_copies++;
     c->stats.device_to_host_bytes += bytes;
     return CINFER_OK;
@@ -316,8 +466,11 @@ static cinfer_status cuda_copy_to_host(backend *b, void *dst, const void *src, s
         }
     }
     void *to = staged ? (char *)c->to_host.data + c->to_host.used : dst;
+    int span;
+    CINFER_TRY(copy_begins(c, CINFER_SPAN_DOWNLOAD, 0, c->exec.stream, bytes, &span));
     CINFER_TRY(cuda_check(c->dev->ordinal, cudaMemcpyAsync(to, src, bytes, cudaMemcpyDeviceToHost, c->exec.stream),
                           "device-to-host copy"));
+    CINFER_TRY(copy_ends(c, span, c->exec.stream));
     if (staged) {
         c->pending[c->num_pending++] = (pending_copy){dst, c->to_host.used, bytes};
         c->to_host.used += need;
@@ -404,9 +557,7 @@ static cinfer_status kernel_copies(cuda_backend_ctx *c, void *const *dst, const 
 }
 
 /* One device-to-device copy: kernel_copies, else cudaMemcpyAsync. */
-static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
-    cuda_backend_ctx *c = b->context;
-    if (!bytes) return CINFER_OK;
+static cinfer_status queue_device_copy(cuda_backend_ctx *c, void *dst, const void *src, size_t bytes) {
     bool launched;
     CINFER_TRY(kernel_copies(c, &dst, &src, &bytes, 1, &launched));
     if (launched) return CINFER_OK;
@@ -417,10 +568,8 @@ static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src,
 /* Device-to-device copies in stream order: kernel_copies; otherwise cudaMemcpyBatchAsync (its CUDA 13 form), one
  * call; where it is missing or refuses (an older toolkit or driver, a pointer kind it will not take), one
  * cudaMemcpyAsync each, which reports a real fault itself. */
-static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
-                                               size_t n) {
-    cuda_backend_ctx *c = b->context;
-    if (!n) return CINFER_OK;
+static cinfer_status queue_device_copies(cuda_backend_ctx *c, void *const *dst, const void *const *src,
+                                        const size_t *bytes, size_t n) {
     bool launched;
     CINFER_TRY(kernel_copies(c, dst, src, bytes, n, &launched));
     if (launched) return CINFER_OK;
@@ -439,6 +588,28 @@ static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, con
                                   cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyDeviceToDevice, c->exec.stream),
                                   "device-to-device copy"));
     return CINFER_OK;
+}
+
+static cinfer_status cuda_copy_on_device(backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_backend_ctx *c = b->context;
+    if (!bytes) return CINFER_OK;
+    int span;
+    CINFER_TRY(copy_begins(c, CINFER_SPAN_DEVICE_COPY, 0, c->exec.stream, bytes, &span));
+    CINFER_TRY(queue_device_copy(c, dst, src, bytes));
+    return copy_ends(c, span, c->exec.stream);
+}
+
+/* One span for the batch (its bytes summed). */
+static cinfer_status cuda_copy_on_device_batch(backend *b, void *const *dst, const void *const *src, const size_t *bytes,
+                                               size_t n) {
+    cuda_backend_ctx *c = b->context;
+    if (!n) return CINFER_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += bytes[i];
+    int span;
+    CINFER_TRY(copy_begins(c, CINFER_SPAN_DEVICE_COPY, 0, c->exec.stream, total, &span));
+    CINFER_TRY(queue_device_copies(c, dst, src, bytes, n));
+    return copy_ends(c, span, c->exec.stream);
 }
 
 /* The same test the copy kernel applies (device_reads): kernels may read and write the range directly. */
@@ -515,6 +686,7 @@ static cinfer_status cuda_graph_launch(backend *b, void *exec, bool *stale) {
     cuda_graph_run *run = exec;
     *stale = run->scratch_generation != c->scratch_generation;
     if (*stale) return CINFER_OK;
+    CINFER_TRY(compute_begins(c));
     return cuda_check(c->dev->ordinal, cudaGraphLaunch(run->exec, c->exec.stream), "cudaGraphLaunch");
 }
 
@@ -540,6 +712,7 @@ static cinfer_status flush_to_host(cuda_backend_ctx *c) {
 static cinfer_status cuda_synchronize(backend *b) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
+    CINFER_TRY(compute_ends(c));
     CINFER_TRY(close_lanes(c));
     CINFER_TRY(stream_sync(c));
     c->to_device.used = 0;
@@ -550,6 +723,7 @@ static cinfer_status cuda_run_node(backend *b, const graph_node *n, const tensor
     cuda_backend_ctx *c = b->context; /* begin_run checked the device and made it current for this run */
     const cuda_kernel *k = kernel_for(n);
     if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CUDA kernel", n->op_type, n->name);
+    CINFER_TRY(compute_begins(c));
     nvtxRangePushA(n->name);
     cinfer_status st = c->fault_node && strcmp(c->fault_node, n->name) == 0
                            ? cuda_check_launch(n, "injected fault", cuda_launch_illegal_write(c->exec.stream))
@@ -565,13 +739,18 @@ static cinfer_status cuda_begin_run(backend *b, const char *label) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
     memset(&c->stats, 0, sizeof c->stats);
+    if (c->timeline) {
+        c->timeline->used = c->timeline->num_spans = 0;
+        c->timeline->open_compute = -1;
+    }
     c->exec.large_workspace_bytes = large_workspace_bound(c); /* once per run, not per Conv: it takes a lock */
     nvtxRangePushA(label ? label : "cinfer run");
     return CINFER_OK;
 }
 
 static void cuda_end_run(backend *b) {
-    (void)b;
+    /* a run_device run ends without synchronize; an error here would also fail the run's next CUDA call */
+    (void)compute_ends(b->context);
     nvtxRangePop();
 }
 
@@ -629,6 +808,7 @@ static void cuda_free(backend *b) {
         if (c->downloaded) cudaEventDestroy(c->downloaded);
         if (c->join_event) cudaEventDestroy(c->join_event);
         if (c->wait_event) cudaEventDestroy(c->wait_event);
+        timeline_free(c->timeline);
         free(c->pending);
         free(c);
     }
@@ -659,6 +839,8 @@ static const struct backend_i cuda_iface = {
     .end_run = cuda_end_run,
     .constant_data = cuda_constant_data,
     .last_run_stats = cuda_last_run_stats,
+    .timeline_enable = cuda_timeline_enable,
+    .timeline_read = cuda_timeline_read,
     .device_memory = cuda_device_memory,
     .host_memory = false,
 };

@@ -182,6 +182,22 @@ static cinfer_status check_ordinal(int ordinal) {
     return CINFER_OK;
 }
 
+cinfer_status cuda_device_timeline_epoch(cuda_device_state *d, cudaStream_t stream, cudaEvent_t *out) {
+    pthread_mutex_lock(&d->lock);
+    cinfer_status st = CINFER_OK;
+    if (!d->timeline_epoch) {
+        cudaEvent_t ev = NULL;
+        st = cuda_check(d->ordinal, cudaEventCreate(&ev), "cudaEventCreate (timeline epoch)");
+        if (st == CINFER_OK) st = cuda_check(d->ordinal, cudaEventRecord(ev, stream), "cudaEventRecord (timeline epoch)");
+        if (st == CINFER_OK) st = cuda_check(d->ordinal, cudaEventSynchronize(ev), "cudaEventSynchronize (timeline epoch)");
+        if (st == CINFER_OK) d->timeline_epoch = ev;
+        else if (ev) cudaEventDestroy(ev);
+    }
+    *out = d->timeline_epoch;
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
 cinfer_status cuda_device_get(int ordinal, cuda_device_state **out) {
     CINFER_TRY(check_ordinal(ordinal));
     pthread_mutex_lock(&devices_lock);

@@ -30,6 +30,7 @@ typedef struct cuda_device_state {
     cudaStream_t streams[CUDA_MAX_STREAMS]; /* allocator stream id s -> streams[s]; id 0 is the legacy stream */
     bool stream_used[CUDA_MAX_STREAMS];
     cuda_weights *weights; /* per-graph constants on this device, refcounted */
+    cudaEvent_t timeline_epoch; /* session option "timeline": the zero of every span on this device; NULL until used */
     atomic_bool failed;
     char failure[512]; /* why the device was marked failed (written once, before `failed` is set) */
 } cuda_device_state;
@@ -44,6 +45,10 @@ cinfer_status cuda_device_get(int ordinal, cuda_device_state **out);
 cinfer_status cuda_device_usable(const cuda_device_state *d);
 /* Marks the device failed after a sticky error: every session on it refuses work from now on. */
 void cuda_device_mark_failed(int ordinal, const char *why);
+
+/* The device's timeline epoch (see timeline_epoch): recorded on `stream` and waited for the first time it is
+ * asked for, so every event recorded after comes after it. */
+cinfer_status cuda_device_timeline_epoch(cuda_device_state *d, cudaStream_t stream, cudaEvent_t *out);
 
 /* Registers a stream for the allocator's cross-stream bookkeeping; returns its id (> 0) or -1 when full. */
 int cuda_device_add_stream(cuda_device_state *d, cudaStream_t s);
