@@ -35,6 +35,8 @@
 #             beside them (bench/gpu/overlap_timeline.py)
 #   startup   cinfer-server start to ready with ResNet-50 on the GPU, with the devices started beside the repository
 #             load (default) and without (CINFER_SERVER_EARLY_DEVICES=0), alternated (bench/gpu/server_start.py)
+#   outputs   cinfer-server with the image model on GPU 0: the engine phase per request with a lane's outputs in
+#             page-locked memory (default) and malloc'd (CINFER_SERVER_PINNED_OUTPUTS=0) (bench/gpu/server_outputs.py)
 #   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
 #             GPU 0 only, plus the engine alone at the formed batch size (bench/gpu/server_scale.py; SCALE_ARGS adds
 #             options; carry .deps/perf-analyzer.tar.xz too): the two-GPU scaling run and the server's H200 goal
@@ -204,6 +206,13 @@ for what in "${@:-tests}"; do
         export_model resnet50
         stage server_start $PY bench/gpu/server_start.py --server "$B/bin/cinfer-server" \
             --onnx "$WORK/compare-models/resnet50.onnx" --repeats "${STARTUP_REPEATS:-3}"
+        ;;
+    outputs)
+        # cinfer-server's engine phase with a GPU lane's outputs page-locked (default) or malloc'd, image model
+        server_env
+        export_model image
+        stage server_outputs $PY bench/gpu/server_outputs.py --server "$B/bin/cinfer-server" \
+            --onnx "$WORK/compare-models/image.onnx" --repeats "${OUTPUTS_REPEATS:-2}"
         ;;
     scale)
         torch_python

@@ -5,18 +5,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+void model_outputs_free_data(cinfer_tensor *t, size_t n, int pinned_device) {
+    for (size_t i = 0; i < n; i++) {
+        if (pinned_device < 0) {
+            cinfer_tensor_free_data(&t[i]);
+            continue;
+        }
+        cinfer_cuda_host_free(pinned_device, t[i].data);
+        t[i].data = NULL;
+    }
+}
+
 void model_batch_outputs_release(model_batch_outputs *b) {
     if (!b) return;
     if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
-    for (size_t i = 0; i < b->num; i++) cinfer_tensor_free_data(&b->tensors[i]);
+    model_outputs_free_data(b->tensors, b->num, b->pinned_device);
     free(b->tensors);
     free(b);
 }
 
 void model_request_free_outputs(model_request *r) {
     if (!r) return;
-    if (r->outputs_own_data)
-        for (size_t i = 0; i < r->num_outputs; i++) cinfer_tensor_free_data(&r->outputs[i]);
+    if (r->outputs_own_data) model_outputs_free_data(r->outputs, r->num_outputs, r->outputs_pinned_device);
     model_batch_outputs_release(r->batch);
     r->batch = NULL;
     free(r->output_copy);

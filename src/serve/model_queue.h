@@ -48,7 +48,8 @@ struct model_request {
     serve_error error;           /* error.code != 0 on failure; outputs are then empty */
     cinfer_tensor *outputs;      /* every model output, in model order; freed by model_request_free_outputs */
     size_t num_outputs;
-    int outputs_own_data;        /* 1: each output's data came from cinfer_session_run (this request ran alone) */
+    int outputs_own_data;        /* 1: each output's data came from the engine (this request ran alone) */
+    int outputs_pinned_device;   /* with outputs_own_data: >= 0 when that data is page-locked memory of this GPU */
     model_batch_outputs *batch;  /* else: outputs view into this batch's outputs (shared, counted) */
     void *output_copy;           /* outputs trimmed back from a padded batch live in this block */
     model_request *next, *prev;  /* queue links */
@@ -59,9 +60,13 @@ struct model_request {
 struct model_batch_outputs {
     cinfer_tensor *tensors;
     size_t num;
+    int pinned_device; /* >= 0: the data is page-locked memory of this GPU (model_outputs_free_data) */
     _Atomic size_t refs;
 };
 
+/* Frees the data of n engine outputs: page-locked memory (pinned_device >= 0: cinfer_cuda_host_alloc'd for that GPU)
+ * goes back to the GPU's cache, the rest to cinfer_tensor_free_data. */
+void model_outputs_free_data(cinfer_tensor *t, size_t n, int pinned_device);
 /* Releases the worker-filled outputs (keeps the rest of the request). */
 void model_request_free_outputs(model_request *r);
 /* Drops one reference to b; frees the engine outputs with the last. NULL is a no-op. */

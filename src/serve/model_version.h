@@ -59,6 +59,7 @@ typedef struct model_lane {
     batcher_batch batch;         /* the batch being run */
     batcher_scratch scratch;     /* gathered inputs, reused */
     cinfer_tensor *inputs;       /* the batch's input tensors (num_inputs) */
+    int output_device;           /* >= 0: outputs land in page-locked memory of this GPU (run_session); -1: malloc'd */
 } model_lane;
 
 typedef struct model_instance {

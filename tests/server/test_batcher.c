@@ -304,7 +304,7 @@ static void test_gather_scatter_padded(void) {
     for (int i = 0; i < 9; i++) per_tok[i] = 10.0f + (float)i;
     outs[0] = (cinfer_tensor){.name = "pooled", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, 2}, .data = pooled};
     outs[1] = (cinfer_tensor){.name = "per_tok", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, 3}, .data = per_tok};
-    CHECK(batcher_scatter(&p, &b, outs, "p", &cfg, &e) == 0);
+    CHECK(batcher_scatter(&p, &b, outs, -1, "p", &cfg, &e) == 0);
     CHECK(a.num_outputs == 2 && a.batch && a.batch == bq.batch);
     CHECK(a.outputs[0].dims[0] == 1 && a.outputs[0].data == pooled);              /* a view: rows 0..1 */
     CHECK(bq.outputs[0].dims[0] == 2 && bq.outputs[0].data == pooled + 2);        /* rows 1..3 */
@@ -318,7 +318,7 @@ static void test_gather_scatter_padded(void) {
     outs = calloc(2, sizeof *outs);
     outs[0] = (cinfer_tensor){.name = "pooled", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {1, 2}, .data = aligned_alloc(64, 64)};
     outs[1] = (cinfer_tensor){.name = "per_tok", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, 3}, .data = aligned_alloc(64, 64)};
-    CHECK(batcher_scatter(&p, &b, outs, "p", &cfg, &e) == -1 && strstr(e.msg, "output 'pooled' has first dim 1 for a batch of 3"));
+    CHECK(batcher_scatter(&p, &b, outs, -1, "p", &cfg, &e) == -1 && strstr(e.msg, "output 'pooled' has first dim 1 for a batch of 3"));
     CHECK(a.outputs == NULL && bq.outputs == NULL);
     batcher_scratch_free(&s);
     batcher_policy_free(&p);

@@ -1,0 +1,131 @@
+"""cinfer-server's engine phase with a GPU lane's outputs in page-locked memory (the default: the engine's DMA writes
+them, and gathered batches of a pointwise model get chunked copies) and in malloc'd memory
+(CINFER_SERVER_PINNED_OUTPUTS=0: copied out of the engine's staging buffer). The 2048x2048 image windowing (16 MiB in
+and out per image) on GPU 0, dynamic batching up to 8; tritonclient HTTP clients (binary tensors) at concurrency 1
+(every batch one request, its input in the request's own memory) and 4 (batches gathered into page-locked memory).
+The figure is the server's own nv_inference_compute_infer_duration_us per request (the engine run, copies
+included), which the HTTP transfers do not touch; fresh servers, the two settings alternated.
+
+    python3 bench/gpu/server_outputs.py --server build/cinfer-server --onnx image.onnx [--repeats 2]
+"""
+import argparse
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from server_start import free_port
+
+CONFIG = """name: "image"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "image", data_type: TYPE_FP32, dims: [ 1, 2048, 2048 ] } ]
+output [ { name: "windowed", data_type: TYPE_FP32, dims: [ 1, 2048, 2048 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 2000 }
+instance_group [ { kind: KIND_GPU, count: 1, gpus: [ 0 ] } ]
+"""
+
+
+def metric(text, name):
+    m = re.search(rf'^{name}{{model="image",version="1"}} ([0-9.e+]+)$', text, re.M)
+    if not m:
+        raise RuntimeError(f"{name} for model image not in the metrics")
+    return float(m.group(1))
+
+
+def measure(server, repo, pinned, concurrency, requests):
+    """Per request: the server's compute infer us; and requests per execution."""
+    port, metrics_port = free_port(), free_port()
+    env = dict(os.environ, CINFER_SERVER_PINNED_OUTPUTS="1" if pinned else "0")
+    p = subprocess.Popen([server, "--model-repository", str(repo), "--http-port", str(port), "--metrics-port",
+                          str(metrics_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            if p.poll() is not None:
+                raise RuntimeError(f"cinfer-server exited with {p.returncode}: {p.stderr.read()[-2000:]}")
+            try:
+                if httpclient.InferenceServerClient(url).is_model_ready("image"):
+                    break
+            except Exception:  # noqa: BLE001 - not up yet
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("cinfer-server not ready in 120 s")
+            time.sleep(0.05)
+        x = (np.random.default_rng(3).standard_normal((1, 1, 2048, 2048)) * 300).astype(np.float32)
+        want = np.clip((x - 40.0) / 400.0 + 0.5, 0.0, 1.0)
+        errors = []
+
+        def client(n):
+            c = httpclient.InferenceServerClient(url, network_timeout=120)
+            inp = httpclient.InferInput("image", list(x.shape), "FP32")
+            inp.set_data_from_numpy(x, binary_data=True)
+            for _ in range(n):
+                y = c.infer("image", [inp], outputs=[httpclient.InferRequestedOutput("windowed", binary_data=True)])
+                if not np.allclose(y.as_numpy("windowed"), want, rtol=1e-6, atol=1e-6):
+                    errors.append("an output differs from numpy's")
+
+        client(4)  # warm-up: plans, graphs, pinned buffers
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+            before = r.read().decode()
+        threads = [threading.Thread(target=client, args=(requests // concurrency,)) for _ in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+            after = r.read().decode()
+        if errors:
+            raise RuntimeError(errors[0])
+        count = metric(after, "nv_inference_count") - metric(before, "nv_inference_count")
+        execs = metric(after, "nv_inference_exec_count") - metric(before, "nv_inference_exec_count")
+        infer_us = metric(after, "nv_inference_compute_infer_duration_us") - \
+            metric(before, "nv_inference_compute_infer_duration_us")
+        return infer_us / count, count / execs
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--onnx", required=True)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--requests", type=int, default=64)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        version = pathlib.Path(d) / "image" / "1"
+        version.mkdir(parents=True)
+        (version / "model.onnx").symlink_to(pathlib.Path(args.onnx).resolve())
+        (pathlib.Path(d) / "image" / "config.pbtxt").write_text(CONFIG)
+        results = {}
+        for _ in range(args.repeats):
+            for conc in (1, 4):
+                for pinned in (True, False):
+                    results.setdefault((conc, pinned), []).append(measure(args.server, d, pinned, conc, args.requests))
+    print(f"cinfer-server, image 2048x2048 fp32 on GPU 0, {args.requests} requests a run, {args.repeats} fresh servers "
+          "each, alternated\n")
+    print("| concurrency | outputs | compute infer us / request (runs) | requests / execution |")
+    print("|---|---|---|---|")
+    for (conc, pinned), runs in sorted(results.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
+        label = "page-locked (default)" if pinned else "malloc'd (CINFER_SERVER_PINNED_OUTPUTS=0)"
+        us = ", ".join(f"{r[0]:.0f}" for r in runs)
+        print(f"| {conc} | {label} | {statistics.median(r[0] for r in runs):.0f} ({us}) | "
+              f"{statistics.median(r[1] for r in runs):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
