@@ -9,20 +9,17 @@ included), which the HTTP transfers do not touch; fresh servers, the two setting
     python3 bench/gpu/server_outputs.py --server build/cinfer-server --onnx image.onnx [--repeats 2]
 """
 import argparse
-import os
 import pathlib
 import re
 import statistics
-import subprocess
 import tempfile
 import threading
-import time
 import urllib.request
 
 import numpy as np
 import tritonclient.http as httpclient
 
-from server_start import free_port
+from server_start import free_port, running_server
 
 CONFIG = """name: "image"
 platform: "onnxruntime_onnx"
@@ -43,24 +40,10 @@ def metric(text, name):
 
 def measure(server, repo, pinned, concurrency, requests):
     """Per request: the server's compute infer us; and requests per execution."""
-    port, metrics_port = free_port(), free_port()
-    env = dict(os.environ, CINFER_SERVER_PINNED_OUTPUTS="1" if pinned else "0")
-    p = subprocess.Popen([server, "--model-repository", str(repo), "--http-port", str(port), "--metrics-port",
-                          str(metrics_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    metrics_port = free_port()
+    env = {"CINFER_SERVER_PINNED_OUTPUTS": "1" if pinned else "0"}
+    with running_server(server, repo, env, metrics_port=metrics_port) as (port, _):
         url = f"127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while True:
-            if p.poll() is not None:
-                raise RuntimeError(f"cinfer-server exited with {p.returncode}: {p.stderr.read()[-2000:]}")
-            try:
-                if httpclient.InferenceServerClient(url).is_model_ready("image"):
-                    break
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-            if time.time() > deadline:
-                raise RuntimeError("cinfer-server not ready in 120 s")
-            time.sleep(0.05)
         x = (np.random.default_rng(3).standard_normal((1, 1, 2048, 2048)) * 300).astype(np.float32)
         want = np.clip((x - 40.0) / 400.0 + 0.5, 0.0, 1.0)
         errors = []
@@ -91,12 +74,6 @@ def measure(server, repo, pinned, concurrency, requests):
         infer_us = metric(after, "nv_inference_compute_infer_duration_us") - \
             metric(before, "nv_inference_compute_infer_duration_us")
         return infer_us / count, count / execs
-    finally:
-        p.terminate()
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 def main():

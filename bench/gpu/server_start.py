@@ -5,6 +5,7 @@ repository load (the default) and without (CINFER_SERVER_EARLY_DEVICES=0), alter
     python3 bench/gpu/server_start.py --server build/cinfer-server --onnx resnet50.onnx [--repeats 3]
 """
 import argparse
+import contextlib
 import os
 import pathlib
 import socket
@@ -21,30 +22,40 @@ def free_port():
         return s.getsockname()[1]
 
 
-def time_to_ready(server, repo, early, timeout_s=120.0):
+@contextlib.contextmanager
+def running_server(server, repo, env, metrics_port=0, timeout_s=120.0):
+    """cinfer-server on `repo` with `env` added to the environment: yields (its HTTP port, seconds from the process
+    start to /v2/health/ready answering 200) once ready, and stops it on exit."""
     port = free_port()
-    env = dict(os.environ, CINFER_SERVER_EARLY_DEVICES="1" if early else "0")
     t0 = time.perf_counter()
-    p = subprocess.Popen([server, "--model-repository", str(repo), "--http-port", str(port), "--metrics-port", "0"],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([server, "--model-repository", str(repo), "--http-port", str(port), "--metrics-port",
+                          str(metrics_port)], env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
     try:
-        while time.perf_counter() - t0 < timeout_s:
+        while True:
             if p.poll() is not None:
                 raise RuntimeError(f"cinfer-server exited with {p.returncode}: {p.stderr.read()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1) as r:
                     if r.status == 200:
-                        return time.perf_counter() - t0
+                        break
             except OSError:
                 pass
+            if time.perf_counter() - t0 > timeout_s:
+                raise RuntimeError(f"not ready within {timeout_s} s")
             time.sleep(0.005)
-        raise RuntimeError(f"not ready within {timeout_s} s")
+        yield port, time.perf_counter() - t0
     finally:
         p.terminate()
         try:
             p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def time_to_ready(server, repo, early):
+    with running_server(server, repo, {"CINFER_SERVER_EARLY_DEVICES": "1" if early else "0"}) as (_, seconds):
+        return seconds
 
 
 def main():
