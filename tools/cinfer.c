@@ -23,14 +23,16 @@ static void usage(FILE *f) {
             "  cinfer ops\n"
             "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu|cuda[:N]]\n"
             "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...] [--profile]\n"
-            "               [--precision fp32|tf32|fp16|bf16] [--deterministic]\n"
+            "               [--precision fp32|tf32|fp16|bf16] [--deterministic] [--timeline]\n"
             "  cinfer gpus                 list the CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies)\n"
             "  cinfer version\n"
             "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
             "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n"
             "--precision: fp32 (default, TF32 off), tf32 (TF32 tensor cores on GPUs), fp16/bf16 (weights converted\n"
             "once; inputs and outputs keep the model's dtypes). --deterministic: bitwise identical results run to run.\n"
-            "--timings: run prints how long each step took (model load, session, run, outputs) to stderr.\n",
+            "--timings: run prints how long each step took (model load, session, run, outputs) to stderr.\n"
+            "--timeline (GPU): bench then runs a second session with CUDA events around each copy and stretch of\n"
+            "compute and prints one run's spans (which stream, when), showing how copies and compute overlap.\n",
             cinfer_version());
 }
 
@@ -62,7 +64,7 @@ typedef struct cli_options {
     const char *threads;
     const char *precision;
     long batch, iters, warmup, int_high;
-    bool profile, deterministic, timings;
+    bool profile, deterministic, timings, timeline;
 } cli_options;
 
 /* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
@@ -76,10 +78,12 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--profile") == 0 || strcmp(a, "--deterministic") == 0 || strcmp(a, "--timings") == 0) {
+        if (strcmp(a, "--profile") == 0 || strcmp(a, "--deterministic") == 0 || strcmp(a, "--timings") == 0 ||
+            strcmp(a, "--timeline") == 0) {
             if (a[2] == 'p') o->profile = true;
             else if (a[2] == 'd') o->deterministic = true;
-            else o->timings = true;
+            else if (strcmp(a, "--timings") == 0) o->timings = true;
+            else o->timeline = true;
             continue;
         }
         bool takes_value = strncmp(a, "--", 2) == 0;
@@ -137,6 +141,33 @@ static void *start_device(void *ordinal) {
 }
 
 /* Loads the model and opens its session; *loaded_at (when not NULL): when the model was loaded (now_seconds). */
+/* A session of `model` with the options o asks for, plus timeline=1 when `timeline`. */
+static cinfer_status create_session(const cli_options *o, cinfer_model *model, bool timeline, cinfer_session **session) {
+    const char *keys[5], *vals[5];
+    size_t num_options = 0;
+    if (o->precision) {
+        keys[num_options] = "precision";
+        vals[num_options++] = o->precision;
+    }
+    if (o->deterministic) {
+        keys[num_options] = "deterministic";
+        vals[num_options++] = "1";
+    }
+    if (o->threads) {
+        keys[num_options] = "threads";
+        vals[num_options++] = o->threads;
+    }
+    if (o->profile && !timeline) {
+        keys[num_options] = "profile";
+        vals[num_options++] = "1";
+    }
+    if (timeline) {
+        keys[num_options] = "timeline";
+        vals[num_options++] = "1";
+    }
+    return cinfer_session_create(model, o->device, keys, vals, num_options, session);
+}
+
 static int open_model(const cli_options *o, cinfer_model **model, cinfer_session **session, double *loaded_at) {
     *model = NULL;
     *session = NULL;
@@ -151,25 +182,7 @@ static int open_model(const cli_options *o, cinfer_model **model, cinfer_session
     if (starting) pthread_join(starter, NULL);
     if (loaded != CINFER_OK) return fail("load");
     if (loaded_at) *loaded_at = now_seconds();
-    const char *keys[4], *vals[4];
-    size_t num_options = 0;
-    if (o->precision) {
-        keys[num_options] = "precision";
-        vals[num_options++] = o->precision;
-    }
-    if (o->deterministic) {
-        keys[num_options] = "deterministic";
-        vals[num_options++] = "1";
-    }
-    if (o->threads) {
-        keys[num_options] = "threads";
-        vals[num_options++] = o->threads;
-    }
-    if (o->profile) {
-        keys[num_options] = "profile";
-        vals[num_options++] = "1";
-    }
-    if (cinfer_session_create(*model, o->device, keys, vals, num_options, session) != CINFER_OK) {
+    if (create_session(o, *model, false, session) != CINFER_OK) {
         cinfer_model_free(*model);
         *model = NULL;
         return fail("session");
@@ -495,7 +508,84 @@ static void print_profile(const cinfer_model *model, const cinfer_session *sessi
     free(order);
 }
 
+typedef struct span_edge {
+    double at;
+    int step; /* +1 a span starts, -1 one ends */
+} span_edge;
+
+static int compare_edge(const void *a, const void *b) {
+    const span_edge *x = a, *y = b;
+    return x->at < y->at ? -1 : x->at > y->at ? 1 : x->step - y->step; /* an end before a start at the same time */
+}
+
+/* Microseconds during which two or more of the spans run at once: a sweep over their starts and ends. */
+static double two_or_more_us(const cinfer_span *spans, size_t count) {
+    span_edge *edges = malloc(2 * count * sizeof *edges);
+    if (!edges) return 0;
+    for (size_t i = 0; i < count; i++) {
+        edges[2 * i] = (span_edge){spans[i].start_us, 1};
+        edges[2 * i + 1] = (span_edge){spans[i].end_us, -1};
+    }
+    qsort(edges, 2 * count, sizeof *edges, compare_edge);
+    double together = 0;
+    int running = 0;
+    for (size_t i = 0; i < 2 * count; i++) {
+        if (running >= 2) together += edges[i].at - edges[i - 1].at;
+        running += edges[i].step;
+    }
+    free(edges);
+    return together;
+}
+
+/* bench --timeline: a second session with timeline=1 runs the same io three times (plain, captured, replayed) and
+ * the last run's spans are printed, times from its first span, with the share of the run when two or more run at
+ * once (the copy engines and the SMs busy together). */
+static int print_timeline(const cli_options *o, cinfer_model *model, const cinfer_tensor *inputs, size_t ni,
+                          cinfer_tensor *outputs, size_t no, bool outputs_pinned) {
+    static const char *const kinds[] = {"upload", "compute", "download", "device copy"};
+    static const char *const streams[] = {"session", "upload", "download"};
+    cinfer_session *timed;
+    if (create_session(o, model, true, &timed) != CINFER_OK) return fail("timeline session");
+    cinfer_span *spans = calloc(CINFER_TIMELINE_MAX_SPANS, sizeof *spans);
+    size_t count = 0;
+    int rc = spans ? 0 : 1;
+    for (int run = 0; run < 3 && !rc; run++) {
+        if ((outputs_pinned ? cinfer_session_run_into(timed, inputs, ni, outputs, no)
+                            : cinfer_session_run(timed, inputs, ni, outputs, no)) != CINFER_OK)
+            rc = fail("timeline run");
+        for (size_t k = 0; k < no && !outputs_pinned; k++) cinfer_tensor_free_data(&outputs[k]);
+    }
+    if (!rc && cinfer_session_timeline(timed, spans, CINFER_TIMELINE_MAX_SPANS, &count) != CINFER_OK) rc = fail("timeline");
+    if (!rc && count) {
+        if (count > CINFER_TIMELINE_MAX_SPANS) count = CINFER_TIMELINE_MAX_SPANS;
+        double first = spans[0].start_us, last = spans[0].end_us, summed = 0;
+        for (size_t i = 0; i < count; i++) {
+            first = fmin(first, spans[i].start_us);
+            last = fmax(last, spans[i].end_us);
+            summed += spans[i].end_us - spans[i].start_us;
+        }
+        printf("timeline of one run (us from its first span; CUDA events, session option timeline):\n");
+        printf("%-12s %-9s %10s %10s %10s %10s\n", "", "stream", "MiB", "start", "end", "us");
+        for (size_t i = 0; i < count; i++) {
+            const cinfer_span *s = &spans[i];
+            printf("%-12s %-9s %10.2f %10.1f %10.1f %10.1f\n", s->kind >= 0 && s->kind < 4 ? kinds[s->kind] : "?",
+                   s->stream >= 0 && s->stream < 3 ? streams[s->stream] : "?", (double)s->bytes / 1048576.0,
+                   s->start_us - first, s->end_us - first, s->end_us - s->start_us);
+        }
+        double together = two_or_more_us(spans, count);
+        printf("end to end %.1f us, spans summed %.1f us, two or more at once %.1f us (%.0f%%)\n", last - first, summed,
+               together, last > first ? 100.0 * together / (last - first) : 0.0);
+    }
+    free(spans);
+    cinfer_session_free(timed);
+    return rc;
+}
+
 static int cmd_bench(const cli_options *o) {
+    if (o->timeline && cuda_ordinal(o->device) < 0) {
+        fprintf(stderr, "cinfer: --timeline times a GPU's streams: it needs --device cuda[:N], not '%s'\n", o->device);
+        return 2;
+    }
     cinfer_model *model;
     cinfer_session *session;
     int rc = open_model(o, &model, &session, NULL);
@@ -601,6 +691,7 @@ static int cmd_bench(const cli_options *o) {
                rs.graph_replayed ? "replayed a graph" : "ran plain", (unsigned long long)rs.graph_captures,
                (unsigned long long)rs.graph_fallbacks);
     if (o->profile) print_profile(model, session, o->warmup + o->iters);
+    if (o->timeline) rc = print_timeline(o, model, run_inputs, ni, outputs, no, outputs_pinned);
 done:
     for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) {
         bool from_file = false;

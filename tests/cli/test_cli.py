@@ -101,6 +101,22 @@ def test_bench_profile_lists_op_types(cli):
     assert rows["Conv"][1] == "2"  # node count; BN folded and Relu fused into the Convs
 
 
+def test_bench_timeline_needs_a_gpu_device(cli):
+    out = run(cli, "bench", MODELS / "tiny_cnn.onnx", "--iters", "2", "--timeline", expect=2)
+    assert "--timeline times a GPU's streams: it needs --device cuda[:N], not 'cpu'" in out
+
+
+def test_bench_timeline_prints_the_spans_of_a_gpu_run(cli):
+    """--timeline on a GPU: after the timing table, one run's spans (upload, compute, download on the session's
+    stream, in order) and its end to end."""
+    if subprocess.run([str(cli), "gpus"], capture_output=True, text=True, timeout=120).returncode != 0:
+        pytest.skip("no usable CUDA device for the GPU half")
+    out = run(cli, "bench", MODELS / "tiny_cnn.onnx", "--iters", "2", "--device", "cuda", "--timeline")
+    table = out.split("timeline of one run")[1].splitlines()[2:5]
+    assert [line.split()[:2] for line in table] == [["upload", "session"], ["compute", "session"], ["download", "session"]]
+    assert "end to end" in out
+
+
 def test_example_program_runs(tmp_path):
     example = os.environ.get("CINFER_EXAMPLE", str(ROOT / "build" / "example_run_model"))
     out = run(example, MODELS / "tiny_cnn.onnx", "2")
