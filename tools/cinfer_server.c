@@ -14,6 +14,7 @@
 #include "cinfer/cinfer.h"
 #include "auth.h"
 #include "log.h"
+#include "model_queue.h"
 #include "server.h"
 
 static const char USAGE[] =
@@ -56,6 +57,9 @@ static const char USAGE[] =
     "                                tensors keep the model's dtypes on the wire)\n"
     "  --cuda-memory-limit X         cap every visible GPU's caching allocator: bytes (X > 1) or a fraction of its\n"
     "                                memory (0 < X <= 1), e.g. to test OOM adaptation (docs/resilience.md)\n"
+    "  --pinned-output-memory BYTES  most page-locked memory the outputs of responses in flight may hold (a GPU lane's\n"
+    "                                outputs go there by DMA; past it they are malloc'd); default an eighth of the\n"
+    "                                host's memory, at most 4 GiB; 0 = never\n"
     "  --exit-timeout-secs N         on SIGTERM/SIGINT, wait at most N s for queued and running requests (default 30)\n"
     "  --log-format text|json        log line format on stderr (default text)\n"
     "  --log-verbose                 also log debug lines\n"
@@ -139,7 +143,7 @@ int main(int argc, char **argv) {
                                                  "--precision", "--threads", "--http-threads", "--max-input-bytes", "--strict-readiness",
                                                  "--default-max-batch-size", "--exit-timeout-secs", "--log-format",
                                                  "--max-tensor-elements", "--max-request-elements", "--control-token-file",
-                                                 "--inference-token-file", "--cuda-memory-limit", NULL};
+                                                 "--inference-token-file", "--cuda-memory-limit", "--pinned-output-memory", NULL};
         int known = 0;
         for (const char *const *w = with_value; *w; w++) known |= !strcmp(*w, a);
         if (!known) {
@@ -179,6 +183,13 @@ int main(int argc, char **argv) {
             cuda_limit = strtod(v, &end);
             if (errno || !*v || *end || !(cuda_limit > 0) || cuda_limit > 1e15)
                 rc = bad_flag("--cuda-memory-limit '%s': give bytes (> 1) or a fraction of each GPU's memory (0 < X <= 1)%s", v, "");
+        }
+        else if (!strcmp(a, "--pinned-output-memory")) {
+            char *end;
+            errno = 0;
+            unsigned long long bytes = strtoull(v, &end, 10);
+            if (errno || !*v || *end || v[0] == '-') rc = bad_flag("--pinned-output-memory '%s': give bytes (0 = never)%s", v, "");
+            else model_pinned_outputs_set_budget((size_t)bytes);
         }
         else if (!strcmp(a, "--device")) {
             if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5))

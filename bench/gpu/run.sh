@@ -36,7 +36,7 @@
 #   startup   cinfer-server start to ready with ResNet-50 on the GPU, with the devices started beside the repository
 #             load (default) and without (CINFER_SERVER_EARLY_DEVICES=0), alternated (bench/gpu/server_start.py)
 #   outputs   cinfer-server with the image model on GPU 0: the engine phase per request with a lane's outputs in
-#             page-locked memory (default) and malloc'd (CINFER_SERVER_PINNED_OUTPUTS=0) (bench/gpu/server_outputs.py)
+#             page-locked memory (default) and malloc'd (--pinned-output-memory 0) (bench/gpu/server_outputs.py)
 #   scale     cinfer-server + ResNet-50 fp16 under perf_analyzer with system shared memory, every visible GPU and then
 #             GPU 0 only, plus the engine alone at the formed batch size (bench/gpu/server_scale.py; SCALE_ARGS adds
 #             options; carry .deps/perf-analyzer.tar.xz too): the two-GPU scaling run and the server's H200 goal

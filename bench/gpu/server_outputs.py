@@ -1,6 +1,6 @@
 """cinfer-server's engine phase with a GPU lane's outputs in page-locked memory (the default: the engine's DMA writes
 them, and gathered batches of a pointwise model get chunked copies) and in malloc'd memory
-(CINFER_SERVER_PINNED_OUTPUTS=0: copied out of the engine's staging buffer). The 2048x2048 image windowing (16 MiB in
+(--pinned-output-memory 0: copied out of the engine's staging buffer). The 2048x2048 image windowing (16 MiB in
 and out per image) on GPU 0, dynamic batching up to 8; tritonclient HTTP clients (binary tensors) at concurrency 1
 (every batch one request, its input in the request's own memory) and 4 (batches gathered into page-locked memory).
 The figure is the server's own nv_inference_compute_infer_duration_us per request (the engine run, copies
@@ -41,8 +41,8 @@ def metric(text, name):
 def measure(server, repo, pinned, concurrency, requests):
     """Per request: the server's compute infer us; and requests per execution."""
     metrics_port = free_port()
-    env = {"CINFER_SERVER_PINNED_OUTPUTS": "1" if pinned else "0"}
-    with running_server(server, repo, env, metrics_port=metrics_port) as (port, _):
+    flags = () if pinned else ("--pinned-output-memory", "0")
+    with running_server(server, repo, {}, metrics_port=metrics_port, flags=flags) as (port, _):
         url = f"127.0.0.1:{port}"
         x = (np.random.default_rng(3).standard_normal((1, 1, 2048, 2048)) * 300).astype(np.float32)
         want = np.clip((x - 40.0) / 400.0 + 0.5, 0.0, 1.0)
@@ -98,7 +98,7 @@ def main():
     print("| concurrency | outputs | compute infer us / request (runs) | requests / execution |")
     print("|---|---|---|---|")
     for (conc, pinned), runs in sorted(results.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
-        label = "page-locked (default)" if pinned else "malloc'd (CINFER_SERVER_PINNED_OUTPUTS=0)"
+        label = "page-locked (default)" if pinned else "malloc'd (--pinned-output-memory 0)"
         us = ", ".join(f"{r[0]:.0f}" for r in runs)
         print(f"| {conc} | {label} | {statistics.median(r[0] for r in runs):.0f} ({us}) | "
               f"{statistics.median(r[1] for r in runs):.2f} |")

@@ -23,13 +23,13 @@ def free_port():
 
 
 @contextlib.contextmanager
-def running_server(server, repo, env, metrics_port=0, timeout_s=120.0):
-    """cinfer-server on `repo` with `env` added to the environment: yields (its HTTP port, seconds from the process
+def running_server(server, repo, env, metrics_port=0, flags=(), timeout_s=120.0):
+    """cinfer-server on `repo` with `env` added to the environment and `flags` to its command line: yields (its HTTP port, seconds from the process
     start to /v2/health/ready answering 200) once ready, and stops it on exit."""
     port = free_port()
     t0 = time.perf_counter()
     p = subprocess.Popen([server, "--model-repository", str(repo), "--http-port", str(port), "--metrics-port",
-                          str(metrics_port)], env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
+                          str(metrics_port), *flags], env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     try:
         while True:

@@ -624,7 +624,7 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
 
 /* ---- scatter ---- */
 
-int batcher_scatter(const batcher_policy *p, const batcher_batch *b, cinfer_tensor *outs, int pinned_device,
+int batcher_scatter(const batcher_policy *p, const batcher_batch *b, cinfer_tensor *outs, model_output_memory memory,
                     const char *model_name, const model_config *cfg, serve_error *e) {
     size_t no = p->num_outputs;
     int64_t rows = b->rows > b->total ? b->rows : b->total;
@@ -635,18 +635,18 @@ int batcher_scatter(const batcher_policy *p, const batcher_batch *b, cinfer_tens
         r->outputs = outs;
         r->num_outputs = no;
         r->outputs_own_data = 1;
-        r->outputs_pinned_device = pinned_device;
+        r->outputs_memory = memory;
         return 0;
     }
     model_batch_outputs *h = calloc(1, sizeof *h);
     if (!h) {
-        model_outputs_free_data(outs, no, pinned_device);
+        model_outputs_free_data(outs, no, memory);
         free(outs);
         return serve_fail(e, SERVE_INTERNAL, "model '%s': out of memory scattering a batch of %" PRId64, model_name, b->total);
     }
     h->tensors = outs;
     h->num = no;
-    h->pinned_device = pinned_device;
+    h->memory = memory;
     atomic_init(&h->refs, 1); /* this function's own reference, dropped at the end */
     for (size_t j = 0; j < no; j++) {
         const cinfer_tensor *o = &outs[j];

@@ -134,9 +134,9 @@ int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scra
 
 /* Hands the execution's outputs (`outs`, num_outputs tensors in a calloc'ed array) to the batch's requests and
  * takes ownership of them in every case. One request: the array becomes its outputs. Several: each request's
- * outputs view its rows of the shared outputs (trimmed outputs are copied). pinned_device >= 0: the outputs' data is
- * page-locked memory of that GPU, freed back to it (model_outputs_free_data). Errors name the model and output. */
-int batcher_scatter(const batcher_policy *p, const batcher_batch *b, cinfer_tensor *outs, int pinned_device,
+ * outputs view its rows of the shared outputs (trimmed outputs are copied). `memory` says where the outputs' data
+ * lives (model_outputs_free_data frees it accordingly). Errors name the model and output. */
+int batcher_scatter(const batcher_policy *p, const batcher_batch *b, cinfer_tensor *outs, model_output_memory memory,
                     const char *model_name, const model_config *cfg, serve_error *e);
 
 #endif

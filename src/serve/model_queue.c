@@ -2,31 +2,58 @@
  * shape from the middle), a size bound, sequence numbers and per-request deadlines. The caller holds the lock. */
 #include "model_queue.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-void model_outputs_free_data(cinfer_tensor *t, size_t n, int pinned_device) {
+static _Atomic size_t pinned_output_bytes; /* held by responses in flight */
+static _Atomic size_t pinned_output_budget = SIZE_MAX; /* SIZE_MAX: not set yet, the default applies */
+
+void model_pinned_outputs_set_budget(size_t bytes) { atomic_store(&pinned_output_budget, bytes == SIZE_MAX ? bytes - 1 : bytes); }
+
+static size_t pinned_budget(void) {
+    size_t budget = atomic_load(&pinned_output_budget);
+    if (budget != SIZE_MAX) return budget;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t eighth = pages > 0 && page > 0 ? (size_t)pages / 8 * (size_t)page : 0;
+    return eighth < ((size_t)4 << 30) ? eighth : (size_t)4 << 30;
+}
+
+bool model_pinned_outputs_take(size_t bytes) {
+    const size_t budget = pinned_budget();
+    size_t held = atomic_load(&pinned_output_bytes);
+    do {
+        if (bytes > budget || held > budget - bytes) return false;
+    } while (!atomic_compare_exchange_weak(&pinned_output_bytes, &held, held + bytes));
+    return true;
+}
+
+size_t model_pinned_outputs_held(void) { return atomic_load(&pinned_output_bytes); }
+
+void model_outputs_free_data(cinfer_tensor *t, size_t n, model_output_memory memory) {
     for (size_t i = 0; i < n; i++) {
-        if (pinned_device < 0) {
+        if (memory.device < 0) {
             cinfer_tensor_free_data(&t[i]);
             continue;
         }
-        cinfer_cuda_host_free(pinned_device, t[i].data);
+        cinfer_cuda_host_free(memory.device, t[i].data);
         t[i].data = NULL;
     }
+    if (memory.device >= 0) atomic_fetch_sub(&pinned_output_bytes, memory.bytes);
 }
 
 void model_batch_outputs_release(model_batch_outputs *b) {
     if (!b) return;
     if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
-    model_outputs_free_data(b->tensors, b->num, b->pinned_device);
+    model_outputs_free_data(b->tensors, b->num, b->memory);
     free(b->tensors);
     free(b);
 }
 
 void model_request_free_outputs(model_request *r) {
     if (!r) return;
-    if (r->outputs_own_data) model_outputs_free_data(r->outputs, r->num_outputs, r->outputs_pinned_device);
+    if (r->outputs_own_data) model_outputs_free_data(r->outputs, r->num_outputs, r->outputs_memory);
     model_batch_outputs_release(r->batch);
     r->batch = NULL;
     free(r->output_copy);

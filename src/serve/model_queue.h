@@ -16,6 +16,7 @@
 #define SERVE_MODEL_QUEUE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,14 @@
 
 typedef struct model_request model_request;
 typedef struct model_batch_outputs model_batch_outputs;
+
+/* Where engine output data lives: malloc'd (device -1), or page-locked memory of GPU `device` of which `bytes` are
+ * counted against the budget for page-locked outputs (model_pinned_outputs_take). */
+typedef struct model_output_memory {
+    int device;
+    size_t bytes;
+} model_output_memory;
+#define MODEL_OUTPUTS_MALLOCED ((model_output_memory){-1, 0})
 
 struct model_request {
     /* ---- set by the submitter (HTTP layer) before model_version_submit ---- */
@@ -49,7 +58,7 @@ struct model_request {
     cinfer_tensor *outputs;      /* every model output, in model order; freed by model_request_free_outputs */
     size_t num_outputs;
     int outputs_own_data;        /* 1: each output's data came from the engine (this request ran alone) */
-    int outputs_pinned_device;   /* with outputs_own_data: >= 0 when that data is page-locked memory of this GPU */
+    model_output_memory outputs_memory; /* with outputs_own_data: where that data lives */
     model_batch_outputs *batch;  /* else: outputs view into this batch's outputs (shared, counted) */
     void *output_copy;           /* outputs trimmed back from a padded batch live in this block */
     model_request *next, *prev;  /* queue links */
@@ -60,13 +69,22 @@ struct model_request {
 struct model_batch_outputs {
     cinfer_tensor *tensors;
     size_t num;
-    int pinned_device; /* >= 0: the data is page-locked memory of this GPU (model_outputs_free_data) */
+    model_output_memory memory; /* where the data lives (model_outputs_free_data) */
     _Atomic size_t refs;
 };
 
-/* Frees the data of n engine outputs: page-locked memory (pinned_device >= 0: cinfer_cuda_host_alloc'd for that GPU)
- * goes back to the GPU's cache, the rest to cinfer_tensor_free_data. */
-void model_outputs_free_data(cinfer_tensor *t, size_t n, int pinned_device);
+/* Frees the data of n engine outputs: page-locked memory goes back to its GPU's cache and its bytes to the budget,
+ * the rest to cinfer_tensor_free_data. */
+void model_outputs_free_data(cinfer_tensor *t, size_t n, model_output_memory memory);
+
+/* The budget for page-locked outputs held by responses in flight, process-wide (cinfer-server
+ * --pinned-output-memory): past it a GPU lane's outputs are malloc'd, so a burst of large responses cannot lock
+ * down the host's memory (the GPU's pinned cache keeps what it once held). Default: an eighth of the host's memory,
+ * at most 4 GiB; 0 turns page-locked outputs off. */
+void model_pinned_outputs_set_budget(size_t bytes);
+/* Takes `bytes` of the budget (true), or false when that would pass it; model_outputs_free_data gives them back. */
+bool model_pinned_outputs_take(size_t bytes);
+size_t model_pinned_outputs_held(void);
 /* Releases the worker-filled outputs (keeps the rest of the request). */
 void model_request_free_outputs(model_request *r);
 /* Drops one reference to b; frees the engine outputs with the last. NULL is a no-op. */

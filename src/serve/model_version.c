@@ -135,28 +135,35 @@ static void cap_success(model_instance *inst) {
 /* The engine run of one batch. A GPU lane's outputs go into page-locked buffers from the device's pinned cache,
  * sized by cinfer_session_output_info: the engine's DMA writes them directly, with no copy out of its staging buffer,
  * and a pointwise model whose inputs are page-locked too (a gathered batch) gets chunked copies. They are freed back
- * to the cache when the responses are done (model_outputs_free_data). *pinned_device says which memory the outputs
- * have: where that cannot be had (outputs of unknown or zero size, no pinned memory) the run allocates ordinary
- * outputs. */
-static cinfer_status run_session(model_lane *lane, size_t ni, cinfer_tensor *outs, size_t no, int *pinned_device) {
-    *pinned_device = -1;
+ * to the cache when the responses are done (model_outputs_free_data). *memory says where the outputs live: where
+ * page-locked memory cannot be had (outputs of unknown or zero size, the budget for them spent, the cache refusing)
+ * the run allocates ordinary outputs. */
+static size_t output_bytes(const cinfer_tensor *t) {
+    size_t bytes = cinfer_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) bytes *= (size_t)t->dims[d];
+    return bytes;
+}
+
+static cinfer_status run_session(model_lane *lane, size_t ni, cinfer_tensor *outs, size_t no, model_output_memory *memory) {
+    *memory = MODEL_OUTPUTS_MALLOCED;
     const int device = lane->output_device;
     if (device < 0 || cinfer_session_output_info(lane->session, lane->inputs, ni, outs, no) != CINFER_OK)
         return cinfer_session_run(lane->session, lane->inputs, ni, outs, no);
-    size_t k = 0;
-    for (; k < no; k++) {
-        size_t bytes = cinfer_dtype_size(outs[k].dtype);
-        for (int d = 0; d < outs[k].ndim; d++) bytes *= (size_t)outs[k].dims[d];
-        if (!bytes || cinfer_cuda_host_alloc(device, bytes, &outs[k].data) != CINFER_OK) break;
-    }
-    cinfer_status st = k == no ? cinfer_session_run_into(lane->session, lane->inputs, ni, outs, no) : CINFER_ERR_UNSUPPORTED;
+    size_t total = 0, k = 0;
+    for (size_t j = 0; j < no && total != SIZE_MAX; j++)
+        total = output_bytes(&outs[j]) ? total + output_bytes(&outs[j]) : SIZE_MAX; /* a zero-size output: run plain */
+    model_output_memory pinned = {device, total};
+    const bool taken = total != SIZE_MAX && model_pinned_outputs_take(total);
+    for (; taken && k < no; k++)
+        if (cinfer_cuda_host_alloc(device, output_bytes(&outs[k]), &outs[k].data) != CINFER_OK) break;
+    cinfer_status st = taken && k == no ? cinfer_session_run_into(lane->session, lane->inputs, ni, outs, no) : CINFER_ERR_UNSUPPORTED;
     if (st == CINFER_OK) {
-        *pinned_device = device;
+        *memory = pinned;
         return CINFER_OK;
     }
-    model_outputs_free_data(outs, k, device);
+    if (taken) model_outputs_free_data(outs, k, pinned);
     memset(outs, 0, no * sizeof *outs);
-    return k == no ? st : cinfer_session_run(lane->session, lane->inputs, ni, outs, no);
+    return taken && k == no ? st : cinfer_session_run(lane->session, lane->inputs, ni, outs, no);
 }
 
 /* Runs batch b once on this instance: gathers the inputs (concatenated, padded), runs the session (unless a test
@@ -191,8 +198,8 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
     char fault[512] = "";
     int injected_device_failure = 0;
     cinfer_status st = faults_check_run(mv->name, b->total, b->reqs, b->n, fault, sizeof fault, &injected_device_failure);
-    int pinned_device = -1;
-    if (st == CINFER_OK) st = run_session(lane, ni, outs, no, &pinned_device);
+    model_output_memory memory = MODEL_OUTPUTS_MALLOCED;
+    if (st == CINFER_OK) st = run_session(lane, ni, outs, no, &memory);
     if (inst->test_delay_ms) {
         struct timespec ts = {(time_t)(inst->test_delay_ms / 1000), (long)(inst->test_delay_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0) {}
@@ -227,7 +234,7 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
         fail_batch(mv, b, &e, code == SERVE_BAD_REQUEST ? STATS_OTHER : STATS_BACKEND);
         return st;
     }
-    if (batcher_scatter(&mv->sched.policy, b, outs, pinned_device, mv->name, &mv->cfg, &e) != 0) { /* outs taken over */
+    if (batcher_scatter(&mv->sched.policy, b, outs, memory, mv->name, &mv->cfg, &e) != 0) { /* outs taken over */
         fail_batch(mv, b, &e, STATS_BACKEND);
         return CINFER_ERR_RUNTIME;
     }
@@ -590,9 +597,7 @@ static int plan_lanes(model_version *mv, size_t **lane_group, size_t *num_lanes,
             lane->sched_index = k;
             lane->scratch.pinned = instance_gpu(inst) >= 0; /* batches gathered into page-locked memory */
             lane->scratch.device = instance_gpu(inst);
-            /* and its outputs come back into page-locked memory (CINFER_SERVER_PINNED_OUTPUTS=0: malloc'd, for A/B) */
-            const char *pinned_outputs = getenv("CINFER_SERVER_PINNED_OUTPUTS");
-            lane->output_device = pinned_outputs && strcmp(pinned_outputs, "0") == 0 ? -1 : instance_gpu(inst);
+            lane->output_device = instance_gpu(inst); /* and its outputs come back into page-locked memory */
             /* a GPU lane's gather (tens of MB for an image batch) is split over helpers; without them it copies alone */
             if (instance_gpu(inst) >= 0) lane->scratch.pool = copy_pool_create(MODEL_GATHER_HELPERS);
             (*lane_group)[k] = i;

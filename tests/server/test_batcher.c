@@ -304,7 +304,7 @@ static void test_gather_scatter_padded(void) {
     for (int i = 0; i < 9; i++) per_tok[i] = 10.0f + (float)i;
     outs[0] = (cinfer_tensor){.name = "pooled", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, 2}, .data = pooled};
     outs[1] = (cinfer_tensor){.name = "per_tok", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, 3}, .data = per_tok};
-    CHECK(batcher_scatter(&p, &b, outs, -1, "p", &cfg, &e) == 0);
+    CHECK(batcher_scatter(&p, &b, outs, MODEL_OUTPUTS_MALLOCED, "p", &cfg, &e) == 0);
     CHECK(a.num_outputs == 2 && a.batch && a.batch == bq.batch);
     CHECK(a.outputs[0].dims[0] == 1 && a.outputs[0].data == pooled);              /* a view: rows 0..1 */
     CHECK(bq.outputs[0].dims[0] == 2 && bq.outputs[0].data == pooled + 2);        /* rows 1..3 */
@@ -318,7 +318,7 @@ static void test_gather_scatter_padded(void) {
     outs = calloc(2, sizeof *outs);
     outs[0] = (cinfer_tensor){.name = "pooled", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {1, 2}, .data = aligned_alloc(64, 64)};
     outs[1] = (cinfer_tensor){.name = "per_tok", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {3, 3}, .data = aligned_alloc(64, 64)};
-    CHECK(batcher_scatter(&p, &b, outs, -1, "p", &cfg, &e) == -1 && strstr(e.msg, "output 'pooled' has first dim 1 for a batch of 3"));
+    CHECK(batcher_scatter(&p, &b, outs, MODEL_OUTPUTS_MALLOCED, "p", &cfg, &e) == -1 && strstr(e.msg, "output 'pooled' has first dim 1 for a batch of 3"));
     CHECK(a.outputs == NULL && bq.outputs == NULL);
     batcher_scratch_free(&s);
     batcher_policy_free(&p);
@@ -427,7 +427,27 @@ static void test_copy_pool(void) {
     copy_pool_destroy(pool);
 }
 
+/* The budget for page-locked outputs in flight: takes past it are refused, and freeing outputs (with no data here,
+ * which the CUDA module is never asked to free) gives their bytes back. */
+static void test_pinned_output_budget(void) {
+    CHECK(model_pinned_outputs_take(1) && model_pinned_outputs_held() == 1); /* the default budget (host memory) */
+    model_outputs_free_data(NULL, 0, (model_output_memory){0, 1});
+    model_pinned_outputs_set_budget(100);
+    CHECK(model_pinned_outputs_take(60) && model_pinned_outputs_held() == 60);
+    CHECK(!model_pinned_outputs_take(41) && model_pinned_outputs_held() == 60);
+    CHECK(model_pinned_outputs_take(40) && !model_pinned_outputs_take(1) && model_pinned_outputs_held() == 100);
+    cinfer_tensor none[2] = {{0}};
+    model_outputs_free_data(none, 2, (model_output_memory){0, 60});
+    CHECK(model_pinned_outputs_held() == 40 && model_pinned_outputs_take(60) && !model_pinned_outputs_take(SIZE_MAX));
+    model_outputs_free_data(NULL, 0, (model_output_memory){0, 100});
+    model_outputs_free_data(NULL, 0, MODEL_OUTPUTS_MALLOCED); /* malloc'd outputs do not touch the budget */
+    CHECK(model_pinned_outputs_held() == 0);
+    model_pinned_outputs_set_budget(0); /* 0: page-locked outputs off */
+    CHECK(!model_pinned_outputs_take(1));
+}
+
 int main(void) {
+    test_pinned_output_budget();
     test_preferred_and_delay();
     test_no_preferred();
     test_groups_priorities_expiry();
