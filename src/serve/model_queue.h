@@ -85,6 +85,7 @@ void model_pinned_outputs_set_budget(size_t bytes);
 /* Takes `bytes` of the budget (true), or false when that would pass it; model_outputs_free_data gives them back. */
 bool model_pinned_outputs_take(size_t bytes);
 size_t model_pinned_outputs_held(void);
+
 /* Releases the worker-filled outputs (keeps the rest of the request). */
 void model_request_free_outputs(model_request *r);
 /* Drops one reference to b; frees the engine outputs with the last. NULL is a no-op. */

@@ -132,18 +132,18 @@ static void cap_success(model_instance *inst) {
              mv->oom_recover_after);
 }
 
-/* The engine run of one batch. A GPU lane's outputs go into page-locked buffers from the device's pinned cache,
- * sized by cinfer_session_output_info: the engine's DMA writes them directly, with no copy out of its staging buffer,
- * and a pointwise model whose inputs are page-locked too (a gathered batch) gets chunked copies. They are freed back
- * to the cache when the responses are done (model_outputs_free_data). *memory says where the outputs live: where
- * page-locked memory cannot be had (outputs of unknown or zero size, the budget for them spent, the cache refusing)
- * the run allocates ordinary outputs. */
 static size_t output_bytes(const cinfer_tensor *t) {
     size_t bytes = cinfer_dtype_size(t->dtype);
     for (int d = 0; d < t->ndim; d++) bytes *= (size_t)t->dims[d];
     return bytes;
 }
 
+/* The engine run of one batch. A GPU lane's outputs go into page-locked buffers from the device's pinned cache,
+ * sized by cinfer_session_output_info: the engine's DMA writes them directly, with no copy out of its staging buffer,
+ * and a pointwise model whose inputs are page-locked too (a gathered batch) gets chunked copies. They are freed back
+ * to the cache when the responses are done (model_outputs_free_data). *memory says where the outputs live: where
+ * page-locked memory cannot be had (outputs of unknown or zero size, the budget for them spent, the cache refusing)
+ * the run allocates ordinary outputs. */
 static cinfer_status run_session(model_lane *lane, size_t ni, cinfer_tensor *outs, size_t no, model_output_memory *memory) {
     *memory = MODEL_OUTPUTS_MALLOCED;
     const int device = lane->output_device;

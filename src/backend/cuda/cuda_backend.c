@@ -45,7 +45,6 @@ typedef struct timeline_span {
  * the last run. Compute is one span from the first node launch or graph replay after a copy to the next copy (or
  * the run's end); nothing is recorded while capturing a graph (its replay is the span). */
 typedef struct run_timeline {
-    bool on;
     cudaEvent_t epoch; /* the device's (cuda_device_timeline_epoch) */
     cudaEvent_t *events;
     int num_events, used;
@@ -749,7 +748,8 @@ static cinfer_status cuda_begin_run(backend *b, const char *label) {
 }
 
 static void cuda_end_run(backend *b) {
-    /* a run_device run ends without synchronize; an error here would also fail the run's next CUDA call */
+    /* a run_device run ends without synchronize, so its compute span closes here; end_run cannot fail, and an event
+     * record that fails (a lost context) fails the session's next CUDA call as well */
     (void)compute_ends(b->context);
     nvtxRangePop();
 }
