@@ -18,16 +18,7 @@
 #include "graph/planner.h"
 #include "runtime/fault_backend.h"
 #include "runtime/model.h"
-
-#define PLAN_CACHE_SIZE 16 /* the server's batch-size buckets (powers of two up to 2^15) each keep their plan */
-/* Chunked copies (plan_chunks): by default a pointwise plan is split into chunks of about CHUNK_IO_BYTES of inputs
- * and outputs each (at most PLAN_MAX_CHUNKS), when that makes two or more. On the H200 the 2048x2048 float image
- * (32 MiB of io) ran best in 8 to 12 chunks: 4 MiB chunks pay the first upload and the last download, 1 MiB ones
- * the per-chunk launches and waits (bench/BENCHMARKS.md). Chunk lengths are multiples of CHUNK_ALIGN_ELEMENTS, so
- * every chunk's buffers stay 256-byte aligned. */
-#define PLAN_MAX_CHUNKS 64
-#define CHUNK_IO_BYTES ((size_t)4 << 20)
-#define CHUNK_ALIGN_ELEMENTS 1024
+#include "runtime/session_internal.h"
 
 /* Session option "precision": fp32 (default, TF32 off), tf32 (float32 storage, TF32 tensor-core GEMMs and
  * convolutions on GPUs), fp16 / bf16 (the model's half-precision copy; see graph/precision.c). */
@@ -48,82 +39,15 @@ static bool precision_parse(const char *name, session_precision *out) {
     return false;
 }
 
-typedef struct plan {
-    unsigned char *signature;
-    size_t signature_len;
-    tensor *values;        /* per value: concrete dtype/dims; data bound per run or fixed (constants, host) */
-    int64_t *offsets;      /* arena offset per value or -1 */
-    void **host_owned;     /* per value: buffer owned by the plan (host-evaluated results), or NULL */
-    bool *node_runs;
-    void *arena;
-    size_t arena_bytes;
-    /* Device backends: one buffer for the model inputs, the produced model outputs and the host-known values
-     * device nodes read (uploaded once, when the plan is built). */
-    void *io_block;
-    size_t io_bytes;
-    uint64_t last_used;
-    /* CUDA Graphs: the captured run of this plan's nodes (backend-owned handle), the plain runs so far, and
-     * whether capture proved impossible */
-    void *graph_exec;
-    uint64_t device_runs;     /* plain runs that succeeded (the first warms plans and scratch) */
-    int capture_failures;     /* a failure can be passing (another thread synchronising the device): three end it */
-    bool graph_impossible;
-    bool caller_binding_pays; /* run_device: binding the caller's buffers beats copying them (caller_binding_pays) */
-    /* Chunked copies (plan_chunks): a pointwise plan's host run split into num_chunks plans over element ranges
-     * of its own io buffers (chunk c starts at element chunk_first[c]), so that uploads, compute and downloads
-     * of different chunks overlap. chunks_checked: whether plan_chunks has looked at this plan. */
-    struct plan **chunks;
-    int64_t *chunk_first;
-    int num_chunks;
-    bool chunks_checked;
-} plan;
-
-struct cinfer_session {
-    const cinfer_model *model;
-    const graph *graph;      /* what runs: the model's graph, or its half-precision copy (option "precision") */
-    backend *backend;
-    plan *plans[PLAN_CACHE_SIZE];
-    uint64_t clock;
-    unsigned char *signature; /* this run's input signature, reused across runs (grown on demand) */
-    size_t signature_cap;
-    pthread_mutex_t lock;    /* runs on one session are serialised (plans and arenas are per session) */
-    bool profile;            /* option "profile": time every node */
-    bool cuda_graphs;        /* option "cuda_graphs": capture and replay each plan's nodes (device backends) */
-    uint64_t graph_captures, graph_fallbacks;
-    bool graph_replayed;     /* the last run replayed a graph */
-    bool caller_buffers_bound; /* the last run read and wrote the caller's device buffers in place */
-    size_t guard_bytes;      /* option "guard_bytes": debugging layout with checked guards around every value */
-    long copy_chunks;        /* option "copy_chunks": 0 = by size, 1 = never split, N = N chunks (plan_chunks) */
-    bool timeline;           /* option "timeline": the backend times each run (cinfer_session_timeline) */
-    unsigned char *guard_host; /* host image of the arena for filling and checking guards */
-    void *aligned_inputs;      /* copies of caller inputs not aligned to their element size (host backends) */
-    size_t aligned_inputs_bytes;
-    size_t guard_host_bytes;
-    double *node_seconds;    /* per node, summed over runs (profile only) */
-    uint64_t *node_calls;
-};
-
 static double monotonic_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void plan_free(cinfer_session *s, plan *p);
-
-/* Frees a plan's chunk plans (plan_chunks); their io is the plan's, so only their own memory goes. */
-static void free_chunks(cinfer_session *s, plan *p) {
-    for (int c = 0; c < p->num_chunks; c++) plan_free(s, p->chunks[c]);
-    free(p->chunks);
-    free(p->chunk_first);
-    p->chunks = NULL;
-    p->chunk_first = NULL;
-    p->num_chunks = 0;
-}
-
-static void plan_free(cinfer_session *s, plan *p) {
+void session_plan_free(cinfer_session *s, plan *p) {
     if (!p) return;
-    free_chunks(s, p);
+    chunks_free(s, p);
     if (p->host_owned)
         for (int v = 0; v < s->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
     if (p->graph_exec) s->backend->iface->graph_destroy(s->backend, p->graph_exec);
@@ -139,8 +63,6 @@ static void plan_free(cinfer_session *s, plan *p) {
 
 static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, size_t num_inputs, bool need_data,
                                  const cinfer_tensor **bound);
-static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
-                                size_t signature_len, bool dry, plan **out);
 
 /* Capacity planning (device backends, option max_batch): weights + the activations and io of a run at the
  * largest batch must leave at least CAPACITY_HEADROOM of the device's memory (or its configured limit) free. */
@@ -181,11 +103,11 @@ static cinfer_status check_capacity(cinfer_session *s, long max_batch, const cha
     }
     CINFER_TRY(bind_inputs(g, shapes, (size_t)g->num_inputs, false, bound));
     plan *p;
-    CINFER_TRY(build_plan(s, bound, NULL, 0, true, &p));
+    CINFER_TRY(session_build_plan(s, bound, NULL, 0, true, &p));
     size_t run_bytes = p->arena_bytes;
     for (int i = 0; i < g->num_inputs; i++) run_bytes += tensor_nbytes(&p->values[g->inputs[i]]);
     for (int k = 0; k < g->num_outputs; k++) run_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
-    plan_free(s, p);
+    session_plan_free(s, p);
     size_t capacity = 0, in_use = 0;
     CINFER_TRY(b->iface->device_memory(b, &capacity, &in_use));
     /* in_use already holds this session's weights and workspace */
@@ -364,7 +286,7 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
 
 void cinfer_session_free(cinfer_session *session) {
     if (!session) return;
-    for (int i = 0; i < PLAN_CACHE_SIZE; i++) plan_free(session, session->plans[i]);
+    for (int i = 0; i < PLAN_CACHE_SIZE; i++) session_plan_free(session, session->plans[i]);
     if (session->backend) session->backend->iface->free(session->backend);
     free(session->node_seconds);
     free(session->node_calls);
@@ -564,9 +486,8 @@ static bool caller_binding_pays(const graph *g, const plan *p) {
     return copy_bytes >= nodes * CALLER_BIND_BYTES_PER_NODE;
 }
 
-/* dry: shapes and offsets only (capacity planning); no memory is taken on the backend. */
-static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
-                                size_t signature_len, bool dry, plan **out) {
+cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
+                                 size_t signature_len, bool dry, plan **out) {
     const graph *g = s->graph;
     int nv = g->num_values;
     plan *p = calloc(1, sizeof *p);
@@ -699,7 +620,7 @@ static cinfer_status build_plan(cinfer_session *s, const cinfer_tensor **bound, 
     return CINFER_OK;
 fail:
     free(in_arena);
-    plan_free(s, p);
+    session_plan_free(s, p);
     return st;
 }
 
@@ -725,9 +646,9 @@ static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor *
     if (!own) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     if (len) memcpy(own, sig, len);
     plan *p;
-    CINFER_TRY(build_plan(s, bound, own, len, false, &p));
+    CINFER_TRY(session_build_plan(s, bound, own, len, false, &p));
     int slot = free_slot >= 0 ? free_slot : oldest;
-    plan_free(s, s->plans[slot]);
+    session_plan_free(s, s->plans[slot]);
     s->plans[slot] = p;
     p->last_used = ++s->clock;
     *out = p;
@@ -871,7 +792,7 @@ static cinfer_status run_nodes(cinfer_session *session, plan *p) {
  * builds the cuDNN/cuBLASLt plans and grows the scratch buffer, which capture must not do); the second is
  * captured and replayed; later ones replay. A plan whose capture fails (an op the driver cannot capture) keeps
  * running plain, counted as a fallback; an error while capturing is retried plain, so a real fault still shows. */
-static cinfer_status run_device_nodes(cinfer_session *s, plan *p) {
+cinfer_status session_run_device_nodes(cinfer_session *s, plan *p) {
     backend *b = s->backend;
     s->graph_replayed = false;
     if (!s->cuda_graphs || !b->iface->graph_begin || s->profile || s->guard_bytes || p->graph_impossible)
@@ -974,161 +895,6 @@ static cinfer_status run_on_caller_buffers(cinfer_session *s, plan *p, const cin
 
 /* ---- chunked copies: pointwise models from and to page-locked host memory ---- */
 
-static bool same_dims(const tensor *a, const tensor *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->dims[d] != b->dims[d]) return false;
-    return true;
-}
-
-/* Whether every element of the plan's outputs is computed from the same element of its inputs alone: every node
- * runs on the device and is pointwise (OP_FLAG_POINTWISE), reading values of its output's shape or one-element
- * constants; every model input and output has the same count of elements (*elements). Such a run splits into runs
- * over element ranges that give the same bytes. */
-static bool plan_is_pointwise(const cinfer_session *s, const plan *p, int64_t *elements) {
-    const graph *g = s->graph;
-    if (!g->num_inputs || !g->num_outputs || !g->num_nodes) return false;
-    const int64_t n = tensor_numel(&p->values[g->inputs[0]]);
-    for (int i = 0; i < g->num_inputs; i++)
-        if (g->values[g->inputs[i]].value_needed || tensor_numel(&p->values[g->inputs[i]]) != n) return false;
-    for (int k = 0; k < g->num_outputs; k++) {
-        int v = g->outputs[k], producer = g->values[v].producer;
-        if (producer < 0 || tensor_numel(&p->values[v]) != n) return false;
-    }
-    for (int i = 0; i < g->num_nodes; i++) {
-        const graph_node *nd = &g->nodes[i];
-        if (!p->node_runs[i] || !nd->schema || !(nd->schema->flags & OP_FLAG_POINTWISE) || nd->outputs[0] < 0) return false;
-        const tensor *y = &p->values[nd->outputs[0]];
-        for (int k = 0; k < nd->num_outputs; k++)
-            if (nd->outputs[k] >= 0 && !same_dims(&p->values[nd->outputs[k]], y)) return false;
-        if (tensor_numel(y) != n) return false;
-        for (int k = 0; k < nd->num_inputs; k++) {
-            int v = nd->inputs[k];
-            if (v < 0 || same_dims(&p->values[v], y)) continue;
-            if (g->values[v].kind != VALUE_CONSTANT || tensor_numel(&p->values[v]) != 1) return false;
-        }
-    }
-    *elements = n;
-    return true;
-}
-
-/* How many chunks a pointwise plan of `elements` elements and `io_bytes` of inputs and outputs splits into (1: not
- * split), and *length, the elements of each but the last. */
-static int chunk_count(const cinfer_session *s, int64_t elements, size_t io_bytes, int64_t *length) {
-    int64_t want = s->copy_chunks;
-    if (want == 0) {
-        want = (int64_t)(io_bytes / CHUNK_IO_BYTES);
-        if (want > PLAN_MAX_CHUNKS) want = PLAN_MAX_CHUNKS;
-    }
-    if (want < 2) return 1;
-    int64_t len = (elements + want - 1) / want;
-    len = (len + CHUNK_ALIGN_ELEMENTS - 1) / CHUNK_ALIGN_ELEMENTS * CHUNK_ALIGN_ELEMENTS;
-    *length = len;
-    return (int)((elements + len - 1) / len);
-}
-
-/* One chunk's plan: the model on inputs of `length` elements (rank 1), its model inputs and outputs pointed at
- * element `first` of the whole plan's buffers instead of buffers of its own. */
-static cinfer_status build_chunk_plan(cinfer_session *s, const plan *whole, int64_t first, int64_t length, plan **out) {
-    const graph *g = s->graph;
-    cinfer_tensor shapes[256];
-    const cinfer_tensor *bound[256];
-    for (int i = 0; i < g->num_inputs; i++) {
-        memset(&shapes[i], 0, sizeof shapes[i]);
-        shapes[i].dtype = whole->values[g->inputs[i]].dtype;
-        shapes[i].ndim = 1;
-        shapes[i].dims[0] = length;
-        bound[i] = &shapes[i];
-    }
-    unsigned char *signature = malloc(1); /* chunk plans live in their whole plan, never in the cache */
-    if (!signature) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
-    plan *c;
-    CINFER_TRY(build_plan(s, bound, signature, 0, false, &c));
-    if (c->io_block) s->backend->iface->release(s->backend, c->io_block); /* inputs and outputs only: pointwise */
-    c->io_block = NULL;
-    c->io_bytes = 0;
-    c->caller_binding_pays = false;
-    for (int i = 0; i < g->num_inputs; i++) {
-        int v = g->inputs[i];
-        c->values[v].data = (char *)whole->values[v].data + (size_t)first * cinfer_dtype_size(c->values[v].dtype);
-    }
-    for (int k = 0; k < g->num_outputs; k++) {
-        int v = g->outputs[k];
-        c->values[v].data = (char *)whole->values[v].data + (size_t)first * cinfer_dtype_size(c->values[v].dtype);
-    }
-    *out = c;
-    return CINFER_OK;
-}
-
-/* Splits a pointwise plan into chunk plans once (p->chunks), when the backend has overlapped copies and the size
- * (or option copy_chunks) asks for it. A plan that cannot be split runs whole; so does one whose chunk plans fail
- * to build (memory), which is logged. */
-static void plan_chunks(cinfer_session *s, plan *p) {
-    const graph *g = s->graph;
-    p->chunks_checked = true;
-    int64_t elements = 0, length = 0;
-    if (!s->backend->iface->copy_overlapped || s->guard_bytes || s->profile || !plan_is_pointwise(s, p, &elements)) return;
-    size_t io_bytes = 0;
-    for (int i = 0; i < g->num_inputs; i++) io_bytes += tensor_nbytes(&p->values[g->inputs[i]]);
-    for (int k = 0; k < g->num_outputs; k++) io_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
-    int count = chunk_count(s, elements, io_bytes, &length);
-    if (count < 2) return;
-    p->chunks = calloc((size_t)count, sizeof *p->chunks);
-    p->chunk_first = calloc((size_t)count + 1, sizeof *p->chunk_first);
-    cinfer_status st = p->chunks && p->chunk_first ? CINFER_OK : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int c = 0; st == CINFER_OK && c < count; c++) {
-        p->chunk_first[c] = (int64_t)c * length;
-        int64_t len = c == count - 1 ? elements - p->chunk_first[c] : length;
-        st = build_chunk_plan(s, p, p->chunk_first[c], len, &p->chunks[c]);
-        if (st == CINFER_OK) p->num_chunks = c + 1;
-    }
-    if (st == CINFER_OK) {
-        p->chunk_first[count] = elements;
-        return;
-    }
-    fprintf(stderr, "cinfer: model '%s': chunked copies off for this input shape (runs copy whole): %s\n",
-            g->name ? g->name : "", cinfer_last_error());
-    free_chunks(s, p);
-}
-
-/* Whether a host run of plan p goes in chunks: p splits, and every caller buffer is page-locked (pageable memory,
- * like cinfer_session_run's fresh outputs, goes through the staging buffer, which overlaps nothing). */
-static bool run_chunks_here(cinfer_session *s, plan *p, const cinfer_tensor **bound, const cinfer_tensor *outputs) {
-    const graph *g = s->graph;
-    backend *b = s->backend;
-    if (!p->chunks_checked) plan_chunks(s, p);
-    if (p->num_chunks < 2 || !b->iface->host_pinned) return false;
-    for (int i = 0; i < g->num_inputs; i++)
-        if (!b->iface->host_pinned(b, bound[i]->data, tensor_nbytes(&p->values[g->inputs[i]]))) return false;
-    for (int k = 0; k < g->num_outputs; k++)
-        if (!b->iface->host_pinned(b, outputs[k].data, tensor_nbytes(&p->values[g->outputs[k]]))) return false;
-    return true;
-}
-
-/* Chunk by chunk: its inputs up (upload stream), its nodes (the session's stream, after its inputs), its outputs
- * down (download stream, after its nodes), so chunk c's download, chunk c+1's compute and the uploads after them
- * run at once; then one wait. */
-static cinfer_status run_chunks(cinfer_session *s, plan *p, const cinfer_tensor **bound, cinfer_tensor *outputs) {
-    const graph *g = s->graph;
-    backend *b = s->backend;
-    for (int c = 0; c < p->num_chunks; c++) {
-        plan *cp = p->chunks[c];
-        const int64_t first = p->chunk_first[c];
-        for (int i = 0; i < g->num_inputs; i++) {
-            const tensor *t = &cp->values[g->inputs[i]];
-            size_t offset = (size_t)first * cinfer_dtype_size(t->dtype);
-            CINFER_TRY(b->iface->copy_overlapped(b, t->data, (const char *)bound[i]->data + offset, tensor_nbytes(t), true));
-        }
-        CINFER_TRY(run_device_nodes(s, cp));
-        for (int k = 0; k < g->num_outputs; k++) {
-            const tensor *t = &cp->values[g->outputs[k]];
-            size_t offset = (size_t)first * cinfer_dtype_size(t->dtype);
-            CINFER_TRY(b->iface->copy_overlapped(b, (char *)outputs[k].data + offset, t->data, tensor_nbytes(t), false));
-        }
-    }
-    return b->iface->synchronize(b);
-}
-
 /* Device backends: inputs in, nodes, produced outputs out; host-known outputs come from their host copies.
  * Caller buffers are host memory (copies through pinned staging, then a wait for the stream) or, for
  * cinfer_session_run_device, device memory (device-to-device copies, nothing waited for). */
@@ -1139,7 +905,7 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
     session->caller_buffers_bound = false;
     if (caller_on_device && caller_buffers_bindable(session, p, bound, outputs))
         return run_on_caller_buffers(session, p, bound, outputs);
-    if (!caller_on_device && run_chunks_here(session, p, bound, outputs)) return run_chunks(session, p, bound, outputs);
+    if (!caller_on_device && chunks_run_here(session, p, bound, outputs)) return chunks_run(session, p, bound, outputs);
     cinfer_status (*copy_in)(backend *, void *, const void *, size_t) =
         caller_on_device ? b->iface->copy_on_device : b->iface->copy_to_device;
     /* device-resident inputs go in one batch call where the backend has one (up to RUN_BATCH_COPIES of them) */
@@ -1161,7 +927,7 @@ static cinfer_status run_on_device(cinfer_session *session, plan *p, const cinfe
         }
     }
     if (batched) CINFER_TRY(b->iface->copy_on_device_batch(b, dsts, srcs, sizes, batched));
-    CINFER_TRY(run_device_nodes(session, p));
+    CINFER_TRY(session_run_device_nodes(session, p));
     for (int k = 0; k < g->num_outputs; k++) {
         int v = g->outputs[k];
         const tensor *t = &p->values[v];
