@@ -573,19 +573,43 @@ static void copy_padded(unsigned char *dst, const int64_t *odims, const cinfer_t
     }
 }
 
+static int jobs_reserve(batcher_scratch *s, size_t n) {
+    if (s->jobs_cap >= n) return 0;
+    copy_job *nj = realloc(s->jobs, n * sizeof *nj);
+    if (!nj) return -1;
+    s->jobs = nj;
+    s->jobs_cap = n;
+    return 0;
+}
+
+/* One request as it came (its dims untouched: the model may not batch). Host lanes read its tensors in place. A GPU
+ * lane copies inputs of COPY_POOL_MIN_BYTES or more in all into its page-locked buffers: the memcpy the engine would
+ * make into its staging buffer anyway, here split over the helpers, after which the upload is one DMA and a pointwise
+ * model's run can go in chunks. */
+static int gather_single(const batcher_policy *p, const model_request *r, batcher_scratch *s, cinfer_tensor *in) {
+    size_t total = 0, num_jobs = 0;
+    for (size_t k = 0; k < p->num_inputs; k++) {
+        in[k] = r->inputs[k];
+        total += numel_from(in[k].dims, 0, in[k].ndim) * cinfer_dtype_size(in[k].dtype);
+    }
+    if (!s->pinned || total < COPY_POOL_MIN_BYTES || jobs_reserve(s, p->num_inputs) != 0) return 0;
+    for (size_t k = 0; k < p->num_inputs; k++) {
+        size_t bytes = numel_from(in[k].dims, 0, in[k].ndim) * cinfer_dtype_size(in[k].dtype);
+        /* strings and empty tensors stay; so does an input whose buffer could only be ordinary memory */
+        if (!bytes || !in[k].data || scratch_reserve(s, p->num_inputs, k, bytes) != 0 || !s->is_pinned[k]) continue;
+        s->jobs[num_jobs++] = (copy_job){s->buf[k], in[k].data, bytes};
+        in[k].data = s->buf[k];
+    }
+    copy_pool_run(s->pool, s->jobs, num_jobs);
+    return 0;
+}
+
 int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scratch *s, cinfer_tensor *in, serve_error *e) {
     int64_t rows = b->rows > b->total ? b->rows : b->total;
-    if (b->n == 1 && rows == b->total) {
-        for (size_t k = 0; k < p->num_inputs; k++) in[k] = b->reqs[0]->inputs[k];
-        return 0;
-    }
+    if (b->n == 1 && rows == b->total) return gather_single(p, b->reqs[0], s, in);
     size_t num_jobs = 0;
-    if (s->jobs_cap < b->n * p->num_inputs) {
-        copy_job *nj = realloc(s->jobs, b->n * p->num_inputs * sizeof *nj);
-        if (!nj) return serve_fail(e, SERVE_INTERNAL, "out of memory gathering a batch of %" PRId64, rows);
-        s->jobs = nj;
-        s->jobs_cap = b->n * p->num_inputs;
-    }
+    if (jobs_reserve(s, b->n * p->num_inputs) != 0)
+        return serve_fail(e, SERVE_INTERNAL, "out of memory gathering a batch of %" PRId64, rows);
     for (size_t k = 0; k < p->num_inputs; k++) {
         const cinfer_tensor *t0 = &b->reqs[0]->inputs[k];
         cinfer_tensor *o = &in[k];

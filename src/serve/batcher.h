@@ -127,7 +127,9 @@ typedef struct batcher_scratch {
 
 void batcher_scratch_free(batcher_scratch *s);
 
-/* Fills `in` (num_inputs tensors) with the batch's inputs. One request: its own tensors (no copy). Several:
+/* Fills `in` (num_inputs tensors) with the batch's inputs. One request: its own tensors (no copy), except that a
+ * pinned scratch (a GPU lane) takes a copy of inputs of COPY_POOL_MIN_BYTES or more, so the engine uploads them by DMA
+ * without staging them. Several:
  * concatenated along dim 0 into scratch buffers (the plain copies split over s->pool's helpers), padded dims filled
  * up to the batch's longest with the pad value. Errors (out of memory) are 500. */
 int batcher_gather(const batcher_policy *p, const batcher_batch *b, batcher_scratch *s, cinfer_tensor *in, serve_error *e);

@@ -446,8 +446,50 @@ static void test_pinned_output_budget(void) {
     CHECK(!model_pinned_outputs_take(1));
 }
 
+/* One request is passed as it came, dims untouched. A GPU lane's scratch (pinned) takes a copy of a request of 1 MiB
+ * or more when it gets page-locked memory; without a GPU it gets none, so the request's own tensor is passed (a copy
+ * into ordinary memory would gain nothing). Either way the data and dims are the request's. */
+static void test_gather_single_request(void) {
+    model_config cfg;
+    char err[512];
+    CHECK(parse_cfg(PAD_CFG, &cfg));
+    batcher_policy p;
+    if (batcher_policy_init(&p, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "unexpected: %s\n", err);
+        test_failures++;
+        config_model_free(&cfg);
+        return;
+    }
+    const size_t n = (1u << 20) / 8 + 16; /* a little over 1 MiB of int64 */
+    int64_t *tok = malloc(n * sizeof *tok);
+    float mask[2] = {1, 1};
+    CHECK(tok != NULL);
+    if (!tok) return;
+    for (size_t i = 0; i < n; i++) tok[i] = (int64_t)i;
+    cinfer_tensor inputs[2] = {{.name = "tok", .dtype = CINFER_DTYPE_INT64, .ndim = 3, .dims = {1, (int64_t)n / 2, 2}, .data = tok},
+                               {.name = "mask", .dtype = CINFER_DTYPE_FLOAT, .ndim = 2, .dims = {1, 2}, .data = mask}};
+    model_request r = {.inputs = inputs, .num_inputs = 2, .batch_size = 1};
+    model_request *reqs[1] = {&r};
+    batcher_batch b = {.reqs = reqs, .n = 1, .cap = 1, .total = 1, .rows = 1};
+    for (int pinned = 0; pinned < 2; pinned++) {
+        batcher_scratch s = {.pinned = pinned != 0, .device = 0};
+        cinfer_tensor in[2];
+        serve_error e = {0};
+        CHECK(batcher_gather(&p, &b, &s, in, &e) == 0);
+        CHECK(in[0].ndim == 3 && in[0].dims[0] == 1 && in[0].dims[1] == (int64_t)n / 2 && in[0].dims[2] == 2);
+        CHECK(!memcmp(in[0].data, tok, n * sizeof *tok) && !memcmp(in[1].data, mask, sizeof mask));
+        if (!pinned) CHECK(in[0].data == tok && in[1].data == mask);
+        else CHECK(in[0].data == tok || (s.n && in[0].data == s.buf[0] && s.is_pinned[0]));
+        batcher_scratch_free(&s);
+    }
+    free(tok);
+    batcher_policy_free(&p);
+    config_model_free(&cfg);
+}
+
 int main(void) {
     test_pinned_output_budget();
+    test_gather_single_request();
     test_preferred_and_delay();
     test_no_preferred();
     test_groups_priorities_expiry();
