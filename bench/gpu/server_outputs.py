@@ -3,8 +3,9 @@ them, and gathered batches of a pointwise model get chunked copies) and in mallo
 (--pinned-output-memory 0: copied out of the engine's staging buffer). The 2048x2048 image windowing (16 MiB in
 and out per image) on GPU 0, dynamic batching up to 8; tritonclient HTTP clients (binary tensors) at concurrency 1
 (every batch one request, its input in the request's own memory) and 4 (batches gathered into page-locked memory).
-The figure is the server's own nv_inference_compute_infer_duration_us per request (the engine run, copies
-included), which the HTTP transfers do not touch; fresh servers, the two settings alternated.
+The figures are the server's own phase durations per request, which the HTTP transfers do not touch: compute input
+(gathering the batch: since 62e790d a lone request's inputs are copied into the lane's page-locked buffers there),
+compute infer (the engine run, its copies included) and compute output; fresh servers, the two settings alternated.
 
     python3 bench/gpu/server_outputs.py --server build/cinfer-server --onnx image.onnx [--repeats 2]
 """
@@ -38,8 +39,11 @@ def metric(text, name):
     return float(m.group(1))
 
 
+PHASES = ("compute_input", "compute_infer", "compute_output")
+
+
 def measure(server, repo, pinned, concurrency, requests):
-    """Per request: the server's compute infer us; and requests per execution."""
+    """Per request: the server's us in each of PHASES; and requests per execution."""
     metrics_port = free_port()
     flags = () if pinned else ("--pinned-output-memory", "0")
     with running_server(server, repo, {}, metrics_port=metrics_port, flags=flags) as (port, _):
@@ -71,9 +75,9 @@ def measure(server, repo, pinned, concurrency, requests):
             raise RuntimeError(errors[0])
         count = metric(after, "nv_inference_count") - metric(before, "nv_inference_count")
         execs = metric(after, "nv_inference_exec_count") - metric(before, "nv_inference_exec_count")
-        infer_us = metric(after, "nv_inference_compute_infer_duration_us") - \
-            metric(before, "nv_inference_compute_infer_duration_us")
-        return infer_us / count, count / execs
+        per_request = [(metric(after, f"nv_inference_{ph}_duration_us") -
+                        metric(before, f"nv_inference_{ph}_duration_us")) / count for ph in PHASES]
+        return per_request, count / execs
 
 
 def main():
@@ -95,13 +99,16 @@ def main():
                     results.setdefault((conc, pinned), []).append(measure(args.server, d, pinned, conc, args.requests))
     print(f"cinfer-server, image 2048x2048 fp32 on GPU 0, {args.requests} requests a run, {args.repeats} fresh servers "
           "each, alternated\n")
-    print("| concurrency | outputs | compute infer us / request (runs) | requests / execution |")
-    print("|---|---|---|---|")
+    print("Per request, the median of the runs (each run's in brackets):\n")
+    print("| concurrency | outputs | " + " | ".join(f"{ph} us" for ph in PHASES) + " | requests / execution |")
+    print("|---|---|" + "---|" * len(PHASES) + "---|")
     for (conc, pinned), runs in sorted(results.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
         label = "page-locked (default)" if pinned else "malloc'd (--pinned-output-memory 0)"
-        us = ", ".join(f"{r[0]:.0f}" for r in runs)
-        print(f"| {conc} | {label} | {statistics.median(r[0] for r in runs):.0f} ({us}) | "
-              f"{statistics.median(r[1] for r in runs):.2f} |")
+        cells = []
+        for i in range(len(PHASES)):
+            us = ", ".join(f"{r[0][i]:.0f}" for r in runs)
+            cells.append(f"{statistics.median(r[0][i] for r in runs):.0f} ({us})")
+        print(f"| {conc} | {label} | " + " | ".join(cells) + f" | {statistics.median(r[1] for r in runs):.2f} |")
 
 
 if __name__ == "__main__":
