@@ -258,20 +258,30 @@ static void test_padding_params(void) {
     config_model_free(&cfg);
 }
 
+/* Parses `text` and builds its policy; false (counted as a failure, the config freed) when either fails. */
+static bool policy_from(const char *text, model_config *cfg, batcher_policy *p) {
+    char err[512];
+    if (!parse_cfg(text, cfg)) {
+        test_failures++;
+        return false;
+    }
+    if (batcher_policy_init(p, cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "unexpected: %s\n", err);
+        test_failures++;
+        config_model_free(cfg);
+        return false;
+    }
+    return true;
+}
+
 static void test_gather_scatter_padded(void) {
     model_config cfg;
-    char text[2048], err[512];
+    char text[2048];
     snprintf(text, sizeof text, "%s %s", PAD_CFG,
              PARAM("cinfer_pad_inputs", " tok:0=-1 , mask:0=0 ") PARAM("cinfer_pad_mask", "mask")
                  PARAM("cinfer_pad_outputs", "per_tok:0=mask:0"));
-    CHECK(parse_cfg(text, &cfg));
     batcher_policy p;
-    if (batcher_policy_init(&p, &cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "unexpected: %s\n", err);
-        test_failures++;
-        config_model_free(&cfg);
-        return;
-    }
+    if (!policy_from(text, &cfg, &p)) return;
     CHECK(p.pad[0].dims == 2u && p.pad[1].dims == 2u && p.mask_input == 1);
     int64_t m1 = -1;
     CHECK(!memcmp(p.pad[0].value, &m1, 8));
@@ -451,15 +461,8 @@ static void test_pinned_output_budget(void) {
  * into ordinary memory would gain nothing). Either way the data and dims are the request's. */
 static void test_gather_single_request(void) {
     model_config cfg;
-    char err[512];
-    CHECK(parse_cfg(PAD_CFG, &cfg));
     batcher_policy p;
-    if (batcher_policy_init(&p, &cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "unexpected: %s\n", err);
-        test_failures++;
-        config_model_free(&cfg);
-        return;
-    }
+    if (!policy_from(PAD_CFG, &cfg, &p)) return;
     const size_t n = (1u << 20) / 8 + 16; /* a little over 1 MiB of int64 */
     int64_t *tok = malloc(n * sizeof *tok);
     float mask[2] = {1, 1};
