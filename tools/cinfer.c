@@ -508,6 +508,12 @@ static void print_profile(const cinfer_model *model, const cinfer_session *sessi
     free(order);
 }
 
+/* One bench run: into the caller's page-locked outputs, or into outputs the session allocates (freed by the caller). */
+static cinfer_status bench_run(cinfer_session *s, const cinfer_tensor *inputs, size_t ni, cinfer_tensor *outputs, size_t no,
+                               bool outputs_pinned) {
+    return outputs_pinned ? cinfer_session_run_into(s, inputs, ni, outputs, no) : cinfer_session_run(s, inputs, ni, outputs, no);
+}
+
 typedef struct span_edge {
     double at;
     int step; /* +1 a span starts, -1 one ends */
@@ -550,9 +556,7 @@ static int print_timeline(const cli_options *o, cinfer_model *model, const cinfe
     size_t count = 0;
     int rc = spans ? 0 : 1;
     for (int run = 0; run < 3 && !rc; run++) {
-        if ((outputs_pinned ? cinfer_session_run_into(timed, inputs, ni, outputs, no)
-                            : cinfer_session_run(timed, inputs, ni, outputs, no)) != CINFER_OK)
-            rc = fail("timeline run");
+        if (bench_run(timed, inputs, ni, outputs, no, outputs_pinned) != CINFER_OK) rc = fail("timeline run");
         for (size_t k = 0; k < no && !outputs_pinned; k++) cinfer_tensor_free_data(&outputs[k]);
     }
     if (!rc && cinfer_session_timeline(timed, spans, CINFER_TIMELINE_MAX_SPANS, &count) != CINFER_OK) rc = fail("timeline");
@@ -658,8 +662,7 @@ static int cmd_bench(const cli_options *o) {
         }
     for (long it = 0; it < o->warmup + o->iters; it++) {
         double t0 = now_seconds();
-        if ((outputs_pinned ? cinfer_session_run_into(session, run_inputs, ni, outputs, no)
-                            : cinfer_session_run(session, run_inputs, ni, outputs, no)) != CINFER_OK) {
+        if (bench_run(session, run_inputs, ni, outputs, no, outputs_pinned) != CINFER_OK) {
             rc = fail("run");
             goto done;
         }

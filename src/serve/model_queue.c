@@ -12,12 +12,16 @@ static _Atomic size_t pinned_output_budget = SIZE_MAX; /* SIZE_MAX: not set yet,
 
 void model_pinned_outputs_set_budget(size_t bytes) { atomic_store(&pinned_output_budget, bytes == SIZE_MAX ? bytes - 1 : bytes); }
 
+/* The budget; the default is worked out on first use and kept (sysconf asks the kernel: not once a batch). */
 static size_t pinned_budget(void) {
     size_t budget = atomic_load(&pinned_output_budget);
     if (budget != SIZE_MAX) return budget;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t eighth = pages > 0 && page > 0 ? (size_t)pages / 8 * (size_t)page : 0;
-    return eighth < ((size_t)4 << 30) ? eighth : (size_t)4 << 30;
+    size_t fallback = eighth < ((size_t)4 << 30) ? eighth : (size_t)4 << 30;
+    /* a budget set meanwhile wins: the exchange then fails and leaves it */
+    if (!atomic_compare_exchange_strong(&pinned_output_budget, &budget, fallback)) return budget;
+    return fallback;
 }
 
 bool model_pinned_outputs_take(size_t bytes) {

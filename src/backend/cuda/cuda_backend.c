@@ -231,7 +231,8 @@ static cinfer_status compute_ends(cuda_backend_ctx *c) {
     return span_end(c, span, c->exec.stream);
 }
 
-/* A copy's span on stream number `which`: *span from copy_begins goes to span_end after the copy is queued. */
+/* A copy's span on stream number `which`: *span from copy_begins goes to span_end after the copy is queued. It closes
+ * the open compute span first, so callers call it before the copy or a wait for it reaches the session's stream. */
 static cinfer_status copy_begins(cuda_backend_ctx *c, int kind, int which, cudaStream_t stream, size_t bytes, int *span) {
     *span = -1;
     if (!c->timeline) return CINFER_OK;
@@ -423,7 +424,6 @@ static cinfer_status cuda_copy_overlapped(backend *b, void *dst, const void *src
     cuda_backend_ctx *c = b->context;
     if (!bytes) return CINFER_OK;
     if (!c->lanes_open) CINFER_TRY(open_lanes(c));
-    CINFER_TRY(compute_ends(c)); /* before the waits below reach the session's stream */
     const int dev = c->dev->ordinal;
     int span;
     if (to_device) {
