@@ -23,6 +23,7 @@ struct http_server {
     http_options opt;
     _Atomic int inflight;
     int quiesced;
+    MHD_socket listen_fd; /* handed back by MHD_quiesce_daemon: closed after MHD_stop_daemon (http_server_quiesce) */
 };
 
 enum { REQ_READING, REQ_PENDING, REQ_ANSWERED };
@@ -363,10 +364,14 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     return 0;
 }
 
+/* New connections are refused from here on, while requests in flight finish. MHD_quiesce_daemon hands the listening
+ * socket back, but a thread-pool worker may still be taking it out of its own epoll set: closing it now made that
+ * epoll_ctl fail with EBADF, which libmicrohttpd treats as fatal (abort at SIGTERM under load, seen in CI). So it is
+ * only shut down here, which stops the listening on Linux, and closed once the daemon has stopped. */
 void http_server_quiesce(http_server *s) {
     if (!s || s->quiesced) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    s->listen_fd = MHD_quiesce_daemon(s->d);
+    if (s->listen_fd != MHD_INVALID_SOCKET) shutdown(s->listen_fd, SHUT_RDWR);
     s->quiesced = 1;
 }
 
@@ -375,5 +380,6 @@ int http_server_inflight(http_server *s) { return s ? atomic_load(&s->inflight) 
 void http_server_stop(http_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->d);
+    if (s->quiesced && s->listen_fd != MHD_INVALID_SOCKET) close(s->listen_fd);
     free(s);
 }
