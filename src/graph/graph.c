@@ -95,6 +95,7 @@ graph *graph_clone(const graph *src) {
     g->name = dup_or_null(src->name, &ok);
     g->base_dir = dup_or_null(src->base_dir, &ok);
     g->num_nodes_original = src->num_nodes_original;
+    g->evaluator = src->evaluator;
     g->values = calloc((size_t)(src->num_values ? src->num_values : 1), sizeof *g->values);
     g->nodes = calloc((size_t)(src->num_nodes ? src->num_nodes : 1), sizeof *g->nodes);
     g->inputs = dup_bytes(src->inputs, sizeof(int) * (size_t)src->num_inputs, false, &ok);

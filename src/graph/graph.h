@@ -74,6 +74,31 @@ typedef struct graph_node {
     bool removed;    /* dropped by a pass; graph_compact deletes it */
 } graph_node;
 
+/* How the passes evaluate a node on the host while loading (constant folding, graph/passes.c; the shape probes'
+ * host-evaluated shape subgraphs, graph/static_shapes.c) and which ops count as supported (graph_bind_schemas).
+ * Kernels live in the backends, above graph/ in the layering, so the runtime fills this in (runtime/model.c, with
+ * the CPU kernels) and hands it down in graph.evaluator; graph/ includes no backend. Both slots are required. The
+ * table and its context must outlive every graph that refers to them (graph_clone copies the reference), and may
+ * be used from several threads at once for different graphs. */
+struct graph_evaluator_i {
+    /* True when run_node can evaluate nodes of `op_type` (an ONNX op or one of cinfer's internal ops, named as in a
+     * node's op_type). graph_bind_schemas refuses a model with a node whose op has no schema or is denied here,
+     * naming every such node. */
+    bool (*has_op)(void *ctx, const char *op_type);
+    /* Evaluates node `n` (its schema bound) on host tensors. in[k] for k < num_in is input k: dtype, dims, and data
+     * in host memory, except that an omitted optional input has dtype CINFER_DTYPE_UNDEFINED and NULL data, and an
+     * input the node reads only the shape of (OP_FLAG_SHAPE_ONLY ops such as Shape) may have NULL data. out[k] for
+     * k < num_out carries the dtype and dims n's schema inferred, with tensor_nbytes bytes of host memory at data
+     * that the caller owns; run_node fills them and keeps no pointer to in or out. On failure it returns the error
+     * set with core_error, naming the node; out's contents are then unspecified. */
+    cinfer_status (*run_node)(void *ctx, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+};
+
+typedef struct graph_evaluator {
+    const struct graph_evaluator_i *iface; /* NULL until the runtime sets it: binding schemas needs it */
+    void *context;                         /* passed to every slot */
+} graph_evaluator;
+
 typedef struct graph {
     char *name;
     int64_t opset;          /* default-domain opset */
@@ -89,6 +114,7 @@ typedef struct graph {
     int *outputs;           /* value indices of model outputs, in model order */
     int num_nodes_original;
     char *base_dir;         /* folder of the model file, for external data */
+    graph_evaluator evaluator; /* set by the runtime before graph_bind_schemas; graph_clone copies it */
 } graph;
 
 /* ---- construction (used by the loader and passes) ---- */
@@ -122,7 +148,7 @@ const char *graph_attr_string(const graph_node *n, const char *name, const char 
 const int64_t *graph_attr_ints(const graph_node *n, const char *name, size_t *count);
 const float *graph_attr_floats(const graph_node *n, const char *name, size_t *count);
 
-/* ---- analysis and passes (graph/passes.c) ---- */
+/* ---- upkeep every pass calls after editing the graph (graph/upkeep.c; graph_reindex_values in graph/graph.c) ---- */
 /* Orders nodes topologically and recomputes producers and consumer counts. Fails on cycles or
  * values used before any producer. */
 cinfer_status graph_sort(graph *g);
@@ -130,15 +156,45 @@ cinfer_status graph_sort(graph *g);
 void graph_recount_uses(graph *g);
 /* A float32 constant (passes rewrite those: folding, fusion). */
 bool graph_is_float_constant(const graph *g, int v);
-/* Resolves each node's schema; fails listing every unsupported op with node names. */
+/* Resolves each node's schema; fails listing every unsupported op with node names: an op is supported when it has a
+ * schema and g->evaluator's has_op accepts it (g->evaluator must be set). */
 cinfer_status graph_bind_schemas(graph *g);
-/* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding, static shapes,
- * fusions, dead-node removal; then marks the host-evaluated shape subgraphs. */
+/* Evaluates node n on the host through g->evaluator (set: asserted); in, out and errors as its run_node states. */
+cinfer_status graph_evaluate_node(const graph *g, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                  int num_out);
+/* Marks the nodes no model output depends on as removed (graph_compact deletes them). */
+void graph_remove_dead_nodes(graph *g);
+/* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize
+ * does it; passes that add nodes afterwards call it again). */
+void graph_mark_host_values(graph *g);
+/* Deletes nodes marked removed and values nothing refers to. */
+void graph_compact(graph *g);
+/* Rebuilds the name index after values were moved or renumbered. Returns false on OOM. */
+bool graph_reindex_values(graph *g);
+
+/* ---- the load-time pass order (graph/optimize.c) ---- */
+/* Runs the load-time optimisations: Identity/Dropout removal, constant folding, Conv+BN folding, activation fusion,
+ * static shapes, fusions, dead-node removal; then marks the host-evaluated shape subgraphs. Needs g->evaluator. */
 cinfer_status graph_optimize(graph *g);
-/* Static shapes (graph/static_shapes.c) for the intermediate values, found by inferring the graph's shapes at two
- * probe sizes of its dynamic input dims: a dim equal in both is static, one that follows a named input dim takes its
+
+/* ---- passes (graph/passes.c unless named; graph_optimize runs them in its order) ---- */
+/* Identity and inference-mode Dropout nodes removed, their readers pointed at their input (kept where the output
+ * is a model output, or Dropout's mask is read or training mode is on). */
+cinfer_status graph_remove_identities(graph *g);
+/* Nodes whose inputs are all constants are evaluated once (g->evaluator's run_node) and their outputs become
+ * constants; a node that writes a model output is kept. */
+cinfer_status graph_fold_constants(graph *g);
+/* Conv followed by an inference BatchNormalization: the Conv gets new scaled weight and bias constants, the
+ * BatchNormalization is dropped. */
+cinfer_status graph_fold_conv_batchnorm(graph *g);
+/* Conv/Gemm + Relu and Gemm + Gelu (a Reshape between looked through): the activation is dropped and the Conv or
+ * Gemm marked "cinfer_fused_relu" or "cinfer_fused_gelu" (1: erf form, 2: tanh form), which every backend honours. */
+cinfer_status graph_fuse_activations(graph *g);
+/* Static shapes (graph/static_shapes.c) for the intermediate values, found by inferring the graph's shapes at four
+ * probe sizes of its dynamic input dims: a dim equal in all is static, one that follows a named input dim takes its
  * name. Overrides the file's value_info (the probes compute what a plan will); leaves model inputs and outputs as the
- * file describes them. Needs bound schemas and the host values marked; graph_optimize calls it before the fusions. */
+ * file describes them. Needs bound schemas, the host values marked (evaluated by g->evaluator's run_node);
+ * graph_optimize calls it before the fusions. */
 cinfer_status graph_infer_static_shapes(graph *g);
 /* Fusions that cut kernels (graph/fusion.c): common subexpressions merged, the erf GELU pattern as one Gelu node,
  * scalar scales after a MatMul(+bias) folded into its constants. Called by graph_optimize. */
@@ -163,18 +219,9 @@ cinfer_status graph_chain_absorb_casts(graph *g);
  * Transposes only where channels-first readers or model outputs need them (graph/layout.c). *changed: whether any
  * node was rewritten. */
 cinfer_status graph_to_channels_last(graph *g, bool *changed);
-/* Marks the nodes no model output depends on as removed (graph_compact deletes them). */
-void graph_remove_dead_nodes(graph *g);
-/* Marks the values whose contents decide shapes and the nodes evaluated on the host for them (graph_optimize
- * does it; passes that add nodes afterwards call it again). */
-void graph_mark_host_values(graph *g);
 /* Converts a float32 model to run in float16 or bfloat16 (`half`), in place (precision.c): float constants are
  * converted once (saturating to the type's finite range), float model inputs are cast down after entry and float
  * outputs cast back up, so callers keep the model's dtypes; shape-deciding values stay as they are. */
 cinfer_status graph_convert_precision(graph *g, cinfer_dtype half);
-/* Deletes nodes marked removed and values nothing refers to. */
-void graph_compact(graph *g);
-/* Rebuilds the name index after values were moved or renumbered. Returns false on OOM. */
-bool graph_reindex_values(graph *g);
 
 #endif

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "core/status.h"
 #include "graph/graph.h"
 #include "graph/op_schema.h"
@@ -78,7 +77,7 @@ static void probe_free(const graph *g, probe *p) {
 
 /* Infers node n's outputs from p's inputs (and evaluates it on the host when it computes a shape). False when it
  * cannot be at these sizes: an input unknown, a shape error, a host input without data. */
-static bool probe_node(const graph_node *n, probe *p) {
+static bool probe_node(const graph *g, const graph_node *n, probe *p) {
     tensor in[GRAPH_MAX_NODE_IO], out[GRAPH_MAX_NODE_IO];
     for (int k = 0; k < n->num_inputs; k++) {
         int v = n->inputs[k];
@@ -109,7 +108,7 @@ static bool probe_node(const graph_node *n, probe *p) {
         if (bytes > PROBE_MAX_HOST_BYTES) return false;
         bool ok = true;
         for (int k = 0; k < n->num_outputs && ok; k++) ok = (out[k].data = core_aligned_alloc(tensor_nbytes(&out[k]))) != NULL;
-        ok = ok && backend_cpu_run_node(n, in, n->num_inputs, out, n->num_outputs) == CINFER_OK;
+        ok = ok && graph_evaluate_node(g, n, in, n->num_inputs, out, n->num_outputs) == CINFER_OK;
         if (!ok) {
             core_clear_error();
             for (int k = 0; k < n->num_outputs; k++) core_aligned_free(out[k].data);
@@ -161,7 +160,7 @@ static cinfer_status run_probe(const graph *g, symbol_table *symbols, int which,
         p->known[g->inputs[i]] = tensor_size_fits(t); /* a file may declare [2^32, 2^32, 8]: that input stays unknown */
     }
     for (int i = 0; i < g->num_nodes; i++)
-        if (!g->nodes[i].removed) probe_node(&g->nodes[i], p);
+        if (!g->nodes[i].removed) probe_node(g, &g->nodes[i], p);
     return CINFER_OK;
 }
 

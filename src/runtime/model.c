@@ -12,6 +12,24 @@
 #include "backend/backend.h"
 #include "backend/cuda_module.h"
 
+/* The node evaluator the graph passes fold constants and probe shapes with: the CPU kernels, which every session's
+ * host shape nodes run on too (session.c), so a folded value is what a plan would have computed. Stateless. */
+static bool cpu_evaluator_has_op(void *ctx, const char *op_type) {
+    (void)ctx;
+    return backend_cpu_has_op(op_type);
+}
+
+static cinfer_status cpu_evaluator_run_node(void *ctx, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                                            int num_out) {
+    (void)ctx;
+    return backend_cpu_run_node(n, in, num_in, out, num_out);
+}
+
+static const struct graph_evaluator_i cpu_evaluator = {
+    .has_op = cpu_evaluator_has_op,
+    .run_node = cpu_evaluator_run_node,
+};
+
 static cinfer_status build_stats(cinfer_model *m) {
     graph *g = m->graph;
     m->stats.opset = g->opset;
@@ -39,6 +57,7 @@ cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, cons
     *out = NULL;
     graph *g = NULL;
     CINFER_TRY(onnx_load_graph(bytes, size, base_dir, &g));
+    g->evaluator = (graph_evaluator){.iface = &cpu_evaluator, .context = NULL};
     cinfer_status st = graph_sort(g);
     if (st == CINFER_OK) st = graph_bind_schemas(g);
     if (st == CINFER_OK) st = graph_optimize(g);
