@@ -1,12 +1,13 @@
 /* Types of the movement family's parameters (movement_params.h) that the CPU kernels and the CUDA launchers both
- * take: strided views and the scatters' reduction. Plain C that includes only <stdint.h> and the public header,
- * so kernels/movement.h (compiled by nvcc as C++ too) can carry them to the device code. */
+ * take: strided views and the scatters' reduction. Plain C that includes only <stdint.h> and core/tensor.h (for the
+ * rank limit a tensor has, CINFER_MAX_DIMS; graph/ builds on core/ alone), so kernels/movement.h (compiled by nvcc
+ * as C++ too) can carry them to the device code. */
 #ifndef CINFER_GRAPH_SHAPE_MOVEMENT_TYPES_H
 #define CINFER_GRAPH_SHAPE_MOVEMENT_TYPES_H
 
 #include <stdint.h>
 
-#include "cinfer/cinfer.h"
+#include "core/tensor.h"
 
 #define MOVEMENT_VIEW_DIMS (2 * CINFER_MAX_DIMS) /* Tile views each dim as (repeat, dim) */
 
