@@ -1,6 +1,6 @@
-/* Load-time graph passes before the static shapes and the fusions: Identity/Dropout removal, constant folding
- * (through the runtime's node evaluator, g->evaluator), Conv+BatchNormalization folding, and Conv/Gemm + activation
- * fusion. graph/optimize.c runs them in order; they edit the graph with graph/upkeep.c's helpers.
+/* Load-time graph passes that need no static shapes: Identity/Dropout removal, constant folding (through the
+ * runtime's node evaluator, g->evaluator), Conv+BatchNormalization folding, and Conv/Gemm + activation fusion.
+ * graph/optimize.c runs them in its order; they edit the graph with graph/upkeep.c's helpers.
  */
 #include <math.h>
 #include <stdlib.h>
