@@ -1,14 +1,25 @@
-/* Joins the per-family schema tables into one lookup. */
+/* Joins the per-family schema tables (graph/op_families.h) into one lookup and says which family a schema is in. */
 #include <string.h>
 
 #include "graph/op_schema.h"
 
-static const op_schema *const family_tables[] = {
-    shape_elementwise_schemas, shape_linalg_schemas, shape_conv_schemas,
-    shape_reduce_schemas,      shape_movement_schemas, shape_attention_schemas,
-    shape_image_schemas,       shape_misc_schemas,     shape_recurrent_schemas, shape_signal_schemas,
+/* Indexed by family id, in the list's order (schema indices and lookup precedence follow it). */
+static const op_schema *const family_tables[OP_FAMILY_COUNT] = {
+#define FAMILY_TABLE_ENTRY(ID, name) [OP_FAMILY_##ID] = shape_##name##_schemas,
+    OP_FAMILIES(FAMILY_TABLE_ENTRY)
+#undef FAMILY_TABLE_ENTRY
 };
-#define NUM_FAMILIES (sizeof family_tables / sizeof family_tables[0])
+#define NUM_FAMILIES ((size_t)OP_FAMILY_COUNT)
+
+static const char *const family_names[OP_FAMILY_COUNT] = {
+#define FAMILY_NAME_ENTRY(ID, name) [OP_FAMILY_##ID] = #name,
+    OP_FAMILIES(FAMILY_NAME_ENTRY)
+#undef FAMILY_NAME_ENTRY
+};
+
+const char *op_family_name(op_family family) {
+    return (unsigned)family < (unsigned)OP_FAMILY_COUNT ? family_names[family] : NULL;
+}
 
 static bool is_default_domain(const char *domain) {
     return domain == NULL || domain[0] == '\0' || strcmp(domain, "ai.onnx") == 0;
@@ -20,6 +31,13 @@ const op_schema *op_schema_find(const char *domain, const char *op_type) {
         for (const op_schema *s = family_tables[f]; s->op_type; s++)
             if (strcmp(s->op_type, op_type) == 0) return s;
     return NULL;
+}
+
+op_family op_schema_family(const op_schema *schema) {
+    for (size_t f = 0; f < NUM_FAMILIES; f++)
+        for (const op_schema *s = family_tables[f]; s->op_type; s++)
+            if (s == schema) return (op_family)f;
+    return OP_FAMILY_COUNT;
 }
 
 size_t op_schema_count(void) {

@@ -1,13 +1,14 @@
 /* Op schemas: for each ONNX op cinfer knows, how its output dtypes and shapes follow from its inputs.
  *
- * Schemas are backend-independent (the CPU and CUDA backends share them). One table per op family lives
- * in graph/shape/<family>.c; op_registry.c joins them. Adding an op: its schema row in the family file,
- * its kernel row in backend/cpu/<family>.c, a test.
+ * Schemas are backend-independent (the CPU and CUDA backends share them). One table per op family
+ * (graph/op_families.h) lives in graph/shape/<family>.c; op_registry.c joins them in the families' order.
+ * Adding an op: docs/engine.md "Adding an op".
  */
 #ifndef CINFER_GRAPH_OP_SCHEMA_H
 #define CINFER_GRAPH_OP_SCHEMA_H
 
 #include "graph/graph.h"
+#include "graph/op_families.h"
 
 /* Works out output dtypes and shapes. `in[i]` carries dtype and dims of input i; dtype is
  * CINFER_DTYPE_UNDEFINED for an omitted optional input; `in[i].data` is non-NULL when the value is
@@ -42,17 +43,14 @@ const op_schema *op_schema_at(size_t index);
 /* Position of a schema returned by op_schema_find/op_schema_at; -1 if it is not a registry row. */
 int op_schema_index(const op_schema *schema);
 
-/* Family tables, each ending with a row whose op_type is NULL. */
-extern const op_schema shape_elementwise_schemas[];
-extern const op_schema shape_linalg_schemas[];
-extern const op_schema shape_conv_schemas[];
-extern const op_schema shape_reduce_schemas[];
-extern const op_schema shape_movement_schemas[];
-extern const op_schema shape_attention_schemas[];
-extern const op_schema shape_image_schemas[];
-extern const op_schema shape_misc_schemas[];
-extern const op_schema shape_recurrent_schemas[];
-extern const op_schema shape_signal_schemas[];
+/* The family a schema belongs to: the family whose table holds it (schema from op_schema_find/op_schema_at).
+ * Backends look an op's kernel up in the same family's table. OP_FAMILY_COUNT if it is not a registry row. */
+op_family op_schema_family(const op_schema *schema);
+
+/* Family tables shape_<family>_schemas[] (graph/shape/<family>.c), each ending with a row whose op_type is NULL. */
+#define OP_SCHEMA_TABLE_DECL(ID, name) extern const op_schema shape_##name##_schemas[];
+OP_FAMILIES(OP_SCHEMA_TABLE_DECL)
+#undef OP_SCHEMA_TABLE_DECL
 
 /* ---- helpers for schema writers (graph/shape/shape_common.c) ---- */
 /* Numpy-style multidirectional broadcast of a and b into out (dims/ndim only). */

@@ -16,7 +16,7 @@
 
 #include <cblas.h>
 
-#include "backend/cpu/attention_family.h"
+#include "backend/cpu/attention_internal.h"
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 #include "graph/shape/attention_params.h"
@@ -95,7 +95,7 @@ static float pairwise_sum(const float *a, int64_t n) {
 /* exp(x) for x <= 0 (or -inf) within about 1e-7 relative, 0 below -86; written with integer masks instead
  * of branches so that the softmax loop vectorises (libm's expf is a call per element). n = round(x/ln2)
  * comes from the 1.5*2^23 trick, r = x - n*ln2 in two parts, e^r by its Taylor series to degree 7.
- * Not reduce_family.h's cpu_red_expf (degree 6, other cut-offs): kept so attention results stay as they are. */
+ * Not reduce_internal.h's cpu_red_expf (degree 6, other cut-offs): kept so attention results stay as they are. */
 static inline float exp_nonpos(float x) {
     const float magic = 12582912.0f;
     float t = x * 1.44269504088896341f + magic;

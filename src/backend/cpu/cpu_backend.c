@@ -1,4 +1,4 @@
-/* The CPU backend: host memory, kernel lookup over the family tables, thread count for OpenMP/OpenBLAS. */
+/* The CPU backend: host memory, kernel lookup in the op's family table, thread count for OpenMP/OpenBLAS. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +11,11 @@
 #include "core/status.h"
 #include "graph/op_schema.h"
 
-static const cpu_kernel *const kernel_tables[] = {
-    cpu_elementwise_kernels, cpu_linalg_kernels,    cpu_conv_kernels, cpu_reduce_kernels,
-    cpu_movement_kernels,    cpu_attention_kernels, cpu_image_kernels, cpu_misc_kernels,
-    cpu_recurrent_kernels,   cpu_signal_kernels,
+/* One table per family (graph/op_families.h), indexed by family id. */
+static const cpu_kernel *const kernel_tables[OP_FAMILY_COUNT] = {
+#define KERNEL_TABLE_ENTRY(ID, name) [OP_FAMILY_##ID] = cpu_##name##_kernels,
+    OP_FAMILIES(KERNEL_TABLE_ENTRY)
+#undef KERNEL_TABLE_ENTRY
 };
 
 static _Thread_local int current_threads = 1;
@@ -53,11 +54,19 @@ cinfer_status cpu_unsupported_dtype(const graph_node *n, cinfer_dtype t) {
                       n->op_type, n->name, cinfer_dtype_name(t));
 }
 
-static const cpu_kernel *find_kernel(const char *op_type) {
-    for (size_t f = 0; f < sizeof kernel_tables / sizeof kernel_tables[0]; f++)
-        for (const cpu_kernel *k = kernel_tables[f]; k->op_type; k++)
-            if (strcmp(k->op_type, op_type) == 0) return k;
+/* The kernel of a registered op, looked up in its schema's family table; NULL if that table lacks it. */
+static const cpu_kernel *find_schema_kernel(const op_schema *schema) {
+    op_family family = op_schema_family(schema);
+    if (family == OP_FAMILY_COUNT) return NULL;
+    for (const cpu_kernel *k = kernel_tables[family]; k->op_type; k++)
+        if (strcmp(k->op_type, schema->op_type) == 0) return k;
     return NULL;
+}
+
+/* Every kernel belongs to an op with a schema, so an op without one has none. */
+static const cpu_kernel *find_kernel(const char *op_type) {
+    const op_schema *schema = op_schema_find(NULL, op_type);
+    return schema ? find_schema_kernel(schema) : NULL;
 }
 
 bool backend_cpu_has_op(const char *op_type) { return find_kernel(op_type) != NULL; }
@@ -71,7 +80,7 @@ static void build_kernel_index(void) {
     size_t count = op_schema_count();
     const cpu_kernel **table = calloc(count ? count : 1, sizeof *table);
     if (!table) return; /* lookups fall back to the name search */
-    for (size_t i = 0; i < count; i++) table[i] = find_kernel(op_schema_at(i)->op_type);
+    for (size_t i = 0; i < count; i++) table[i] = find_schema_kernel(op_schema_at(i));
     kernel_by_schema = table;
     num_schemas = count;
 }

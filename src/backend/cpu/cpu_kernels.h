@@ -1,9 +1,11 @@
-/* The CPU kernel tables: one per op family (backend/cpu/<family>.c), joined by cpu_backend.c. */
+/* The CPU kernel tables: one per op family of graph/op_families.h (backend/cpu/<family>.c), joined by cpu_backend.c,
+ * which looks an op up in its schema's family table. */
 #ifndef CINFER_CPU_KERNELS_H
 #define CINFER_CPU_KERNELS_H
 
 #include "core/status.h"
 #include "graph/graph.h"
+#include "graph/op_families.h"
 
 /* Runs one node. Inputs and outputs are host tensors with final shapes; outputs are preallocated
  * (output 0 may share input 0's buffer when the schema has OP_FLAG_INPLACE/ALIAS; the planner then
@@ -18,16 +20,10 @@ typedef struct cpu_kernel {
     cpu_kernel_fn run;
 } cpu_kernel;
 
-extern const cpu_kernel cpu_elementwise_kernels[];
-extern const cpu_kernel cpu_linalg_kernels[];
-extern const cpu_kernel cpu_conv_kernels[];
-extern const cpu_kernel cpu_reduce_kernels[];
-extern const cpu_kernel cpu_movement_kernels[];
-extern const cpu_kernel cpu_attention_kernels[];
-extern const cpu_kernel cpu_image_kernels[];
-extern const cpu_kernel cpu_misc_kernels[];
-extern const cpu_kernel cpu_recurrent_kernels[];
-extern const cpu_kernel cpu_signal_kernels[];
+/* cpu_<family>_kernels[], each ending with a row whose op_type is NULL; a row's op is in the table's family. */
+#define CPU_KERNEL_TABLE_DECL(ID, name) extern const cpu_kernel cpu_##name##_kernels[];
+OP_FAMILIES(CPU_KERNEL_TABLE_DECL)
+#undef CPU_KERNEL_TABLE_DECL
 
 /* Thread count of the running session (set by the CPU backend before each node). */
 int cpu_num_threads(void);

@@ -1,7 +1,7 @@
 /* CPU kernels of the reduce family: Reduce*, ArgMax/ArgMin, MeanVarianceNormalization, and the table. */
 #include <stdlib.h>
 
-#include "backend/cpu/reduce_family.h"
+#include "backend/cpu/reduce_internal.h"
 #include "graph/shape/reduce_params.h"
 
 /* ---------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /* CPU kernel of TopK: per row along the axis, a bounded heap of the K best (value, index) pairs. */
 #include <stdlib.h>
 
-#include "backend/cpu/reduce_family.h"
+#include "backend/cpu/reduce_internal.h"
 #include "graph/shape/reduce_params.h"
 
 /* Order: by value (NaN above everything, as numpy sorts it), ties by the lower index first. The heap

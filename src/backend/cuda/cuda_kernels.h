@@ -4,7 +4,8 @@
  *   ops/<family>.c          host C11: reads attributes and shapes, works out launch parameters, calls launchers
  *   kernels/<family>.cu     CUDA C++: the kernels and their extern "C" launchers (no graph types inside)
  *   kernels/<family>.h      C prototypes of those launchers (plain C types only: pointers, ints, cudaStream_t)
- * cuda_ops.c joins the family tables; adding an op touches its family files and the differential test only.
+ * The families are graph/op_families.h's; cuda_ops.c joins their tables and looks an op up in its schema's family
+ * table. Adding an op: docs/engine.md "Adding an op".
  */
 #ifndef CINFER_CUDA_KERNELS_H
 #define CINFER_CUDA_KERNELS_H
@@ -17,6 +18,7 @@
 
 #include "core/status.h"
 #include "graph/graph.h"
+#include "graph/op_families.h"
 #include "backend/cuda/kernels/kernel_types.h"
 
 /* Per-session execution state handed to every kernel. */
@@ -54,16 +56,11 @@ typedef struct cuda_kernel {
     cuda_kernel_fn run;
 } cuda_kernel;
 
-extern const cuda_kernel cuda_elementwise_kernels[];
-extern const cuda_kernel cuda_linalg_kernels[];
-extern const cuda_kernel cuda_conv_kernels[];
-extern const cuda_kernel cuda_reduce_kernels[];
-extern const cuda_kernel cuda_movement_kernels[];
-extern const cuda_kernel cuda_attention_kernels[];
-extern const cuda_kernel cuda_image_kernels[];
-extern const cuda_kernel cuda_misc_kernels[];
-extern const cuda_kernel cuda_recurrent_kernels[];
-extern const cuda_kernel cuda_signal_kernels[];
+/* cuda_<family>_kernels[] (ops/<family>.c), each ending with a row whose op_type is NULL; a row's op is in the
+ * table's family. */
+#define CUDA_KERNEL_TABLE_DECL(ID, name) extern const cuda_kernel cuda_##name##_kernels[];
+OP_FAMILIES(CUDA_KERNEL_TABLE_DECL)
+#undef CUDA_KERNEL_TABLE_DECL
 
 /* Kernel for an op, or NULL (cuda_ops.c). */
 const cuda_kernel *cuda_find_kernel(const char *op_type);

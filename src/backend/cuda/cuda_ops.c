@@ -2,17 +2,22 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "graph/op_schema.h"
 
-static const cuda_kernel *const kernel_tables[] = {
-    cuda_elementwise_kernels, cuda_linalg_kernels,    cuda_conv_kernels,  cuda_reduce_kernels,
-    cuda_movement_kernels,    cuda_attention_kernels, cuda_image_kernels, cuda_misc_kernels,
-    cuda_recurrent_kernels,   cuda_signal_kernels,
+/* One table per family (graph/op_families.h), indexed by family id. */
+static const cuda_kernel *const kernel_tables[OP_FAMILY_COUNT] = {
+#define KERNEL_TABLE_ENTRY(ID, name) [OP_FAMILY_##ID] = cuda_##name##_kernels,
+    OP_FAMILIES(KERNEL_TABLE_ENTRY)
+#undef KERNEL_TABLE_ENTRY
 };
 
+/* Every kernel belongs to an op with a schema: the op's kernel is looked up in its schema's family table. */
 const cuda_kernel *cuda_find_kernel(const char *op_type) {
-    for (size_t f = 0; f < sizeof kernel_tables / sizeof kernel_tables[0]; f++)
-        for (const cuda_kernel *k = kernel_tables[f]; k->op_type; k++)
-            if (strcmp(k->op_type, op_type) == 0) return k;
+    const op_schema *schema = op_schema_find(NULL, op_type);
+    op_family family = schema ? op_schema_family(schema) : OP_FAMILY_COUNT;
+    if (family == OP_FAMILY_COUNT) return NULL;
+    for (const cuda_kernel *k = kernel_tables[family]; k->op_type; k++)
+        if (strcmp(k->op_type, op_type) == 0) return k;
     return NULL;
 }
 

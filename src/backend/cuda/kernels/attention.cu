@@ -1,5 +1,5 @@
 // Kernels of the attention family other than Attention: RotaryEmbedding, Swish, SwiGLU, LinearAttention and
-// CausalConvWithState, each following its CPU kernel (backend/cpu/attention.c, attention_recurrent.c).
+// CausalConvWithState, each following its CPU kernel (backend/cpu/attention.c).
 //
 // float16/bfloat16 compute in float32 and round where the CPU kernel rounds. Products and sums that the CPU
 // evaluates separately use the _rn intrinsics so they are not fused into FMAs and round as there.

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "backend/cuda/kernels/attention.h"
-#include "backend/cuda/ops/attention_family.h"
+#include "backend/cuda/ops/attention_internal.h"
 #include "core/status.h"
 #include "graph/shape/attention_params.h"
 

@@ -19,7 +19,7 @@
 
 #include "backend/cuda/kernels/attention_flash.h"
 #include "backend/cuda/kernels/attention_sdpa.h"
-#include "backend/cuda/ops/attention_family.h"
+#include "backend/cuda/ops/attention_internal.h"
 #include "core/status.h"
 #include "graph/shape/attention_params.h"
 

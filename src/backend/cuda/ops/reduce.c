@@ -4,7 +4,7 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernels/reduce.h"
-#include "backend/cuda/ops/reduce_ops.h"
+#include "backend/cuda/ops/reduce_internal.h"
 #include "graph/shape/reduce_params.h"
 
 /* Groups x's dims for a reduction over mask: size-1 dims dropped, neighbours with the same status merged

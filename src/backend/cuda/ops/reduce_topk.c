@@ -2,7 +2,7 @@
  * kernels/reduce_topk.cu with its scratch. */
 #include <limits.h>
 
-#include "backend/cuda/ops/reduce_ops.h"
+#include "backend/cuda/ops/reduce_internal.h"
 #include "graph/shape/reduce_params.h"
 
 cinfer_status cuda_red_run_topk(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,

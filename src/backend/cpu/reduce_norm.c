@@ -1,10 +1,10 @@
-/* CPU kernels of the normalisations: LayerNormalization, RMSNormalization, InstanceNormalization,
- * GroupNormalization, LpNormalization. Each row's statistics take two passes (mean, then squared
- * deviations) over data that stays in cache; OpenMP spreads the rows. */
+/* CPU kernels of the normalisations over rows: LayerNormalization, RMSNormalization, InstanceNormalization,
+ * GroupNormalization (LpNormalization, one pass along an axis, is with Softmax in reduce_softmax.c). Each row's
+ * statistics take two passes (mean, then squared deviations) over data that stays in cache; OpenMP spreads the rows. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_staging.h"
-#include "backend/cpu/reduce_family.h"
+#include "backend/cpu/reduce_internal.h"
 #include "graph/shape/reduce_params.h"
 
 /* ---- per-row statistics: float uses the vectorised lanes, double plain loops ---- */
@@ -242,38 +242,4 @@ cinfer_status cpu_run_instance_norm(const graph_node *n, const tensor *in, int n
 cinfer_status cpu_run_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_group_norm);
     return run_seg_norm(n, in, num_in, out);
-}
-
-/* LpNormalization: x / ||x||_p along the axis (p 1 or 2), 0 where the norm is 0. */
-#define DEFINE_LP_NORM(NAME, T)                                                                               \
-    static void NAME(const T *x, T *y, int64_t outer, int64_t len, int64_t inner, bool l1) {                  \
-        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(outer * len * inner > CPU_RED_PAR_MIN && outer * inner > 1)") \
-        for (int64_t t = 0; t < outer * inner; t++) {                                                         \
-            int64_t o = t / inner, i = t % inner;                                                             \
-            const T *xr = x + o * len * inner + i;                                                            \
-            T *yr = y + o * len * inner + i;                                                                  \
-            double s = 0;                                                                                     \
-            for (int64_t j = 0; j < len; j++) {                                                               \
-                double v = xr[j * inner];                                                                     \
-                s += l1 ? fabs(v) : v * v;                                                                    \
-            }                                                                                                 \
-            double norm = l1 ? s : sqrt(s);                                                                   \
-            for (int64_t j = 0; j < len; j++) yr[j * inner] = norm == 0 ? 0 : (T)(xr[j * inner] / norm);      \
-        }                                                                                                     \
-    }
-DEFINE_LP_NORM(lp_norm_f32, float)
-DEFINE_LP_NORM(lp_norm_f64, double)
-
-cinfer_status cpu_run_lp_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    cinfer_dtype dt = in[0].dtype;
-    if (cpu_red_is_half(dt)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_lp_norm);
-    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    reduce_rows r;
-    int64_t p;
-    CINFER_TRY(reduce_compute_lp_norm(n, &in[0], &r, &p));
-    const int64_t outer = r.outer, len = r.len, inner = r.inner;
-    if (outer * len * inner == 0) return CINFER_OK;
-    if (dt == CINFER_DTYPE_FLOAT) lp_norm_f32(in[0].data, out[0].data, outer, len, inner, p == 1);
-    else lp_norm_f64(in[0].data, out[0].data, outer, len, inner, p == 1);
-    return CINFER_OK;
 }

@@ -1,6 +1,6 @@
 /* Helpers shared by the attention-family CUDA host files (attention.c, attention_sdpa.c). */
-#ifndef CINFER_CUDA_OPS_ATTENTION_FAMILY_H
-#define CINFER_CUDA_OPS_ATTENTION_FAMILY_H
+#ifndef CINFER_CUDA_OPS_ATTENTION_INTERNAL_H
+#define CINFER_CUDA_OPS_ATTENTION_INTERNAL_H
 
 #include "backend/cuda/cuda_kernels.h"
 

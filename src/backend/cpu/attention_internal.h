@@ -1,6 +1,6 @@
-/* Helpers shared by the attention-family CPU kernels (attention.c, attention_sdpa.c, attention_recurrent.c). */
-#ifndef CINFER_CPU_ATTENTION_FAMILY_H
-#define CINFER_CPU_ATTENTION_FAMILY_H
+/* Helpers shared by the attention-family CPU kernels (attention.c, attention_sdpa.c). */
+#ifndef CINFER_CPU_ATTENTION_INTERNAL_H
+#define CINFER_CPU_ATTENTION_INTERNAL_H
 
 #include <stdint.h>
 
@@ -43,10 +43,7 @@ static inline bool attn_present(const tensor *in, int num_in, int i) {
     return i < num_in && in[i].dtype != CINFER_DTYPE_UNDEFINED && in[i].data != NULL;
 }
 
-/* Entry points registered in attention.c's table. */
+/* Attention (attention_sdpa.c), registered in attention.c's table. */
 cinfer_status cpu_run_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-cinfer_status cpu_run_linear_attention(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
-cinfer_status cpu_run_causal_conv_with_state(const graph_node *n, const tensor *in, int num_in, tensor *out,
-                                             int num_out);
 
 #endif

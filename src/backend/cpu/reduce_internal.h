@@ -1,6 +1,6 @@
-/* Internal helpers shared by the reduce-family CPU kernels (reduce*.c, softmax_kernels.c, norm_kernels.c). */
-#ifndef CINFER_CPU_REDUCE_FAMILY_H
-#define CINFER_CPU_REDUCE_FAMILY_H
+/* Internal helpers shared by the reduce-family CPU kernels (reduce.c and its parts reduce_*.c). */
+#ifndef CINFER_CPU_REDUCE_INTERNAL_H
+#define CINFER_CPU_REDUCE_INTERNAL_H
 
 #include <math.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
-/* Host-side helpers shared by the reduce family's CUDA op files (ops/reduce*.c) and the entry points that
- * ops/reduce.c's table names. */
-#ifndef CINFER_CUDA_OPS_REDUCE_OPS_H
-#define CINFER_CUDA_OPS_REDUCE_OPS_H
+/* Host-side helpers shared by the reduce family's CUDA op files (ops/reduce.c and its parts ops/reduce_*.c) and the
+ * entry points that ops/reduce.c's table names. */
+#ifndef CINFER_CUDA_OPS_REDUCE_INTERNAL_H
+#define CINFER_CUDA_OPS_REDUCE_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,7 +38,7 @@ static inline bool cuda_red_is_int(cinfer_dtype t) {
     }
 }
 
-/* Entry points in ops/reduce_norm.c and ops/reduce_topk.c (cuda_kernel_fn signature). */
+/* Entry points in ops/reduce_softmax.c, ops/reduce_norm.c and ops/reduce_topk.c (cuda_kernel_fn signature). */
 cinfer_status cuda_red_run_softmax(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                    int num_out);
 cinfer_status cuda_red_run_log_softmax(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
