@@ -10,6 +10,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+OUT="${CINFER_EXAMPLE_OUT:-$ROOT/build/example-outputs}"
+HTTP_PORT="${CINFER_HTTP_PORT:-8000}"
+METRICS_PORT="${CINFER_METRICS_PORT:-8002}"
 started=$(date +%s)
 step_start=0
 step() { step_start=$(date +%s); echo; echo "== $1"; }
