@@ -1,25 +1,65 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds cinfer, runs the bundled example models with
-# `cinfer run`, then serves them with cinfer-server (KServe v2 on 127.0.0.1; GPU instances when a GPU is visible,
-# else the CPU) and sends a sample inference over HTTP. The server keeps running; the last line says how to stop it.
-# Environment: CINFER_HTTP_PORT (8000), CINFER_METRICS_PORT (8002).
+# The README's first command: installs what is missing (apt packages, a venv with onnx and numpy only), builds the
+# cinfer tool and cinfer-server (nothing else: no tests, fuzzers or examples; the CUDA module only when a GPU is
+# visible, and then for that GPU's architecture alone), runs the bundled example models with `cinfer run`, then
+# serves them with cinfer-server (KServe v2 on 127.0.0.1; GPU instances when a GPU is visible, else the CPU) and
+# sends a sample inference over HTTP. Each step prints how long it took. The server keeps running; the last line
+# says how to stop it.
+# Environment: CINFER_HTTP_PORT (8000), CINFER_METRICS_PORT (8002); CINFER_CUDA=ON|OFF overrides the GPU check;
+# CUDAARCHS sets the CUDA architectures (default: the visible GPU's, `native`).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-scripts/setup.sh
 OUT="${CINFER_EXAMPLE_OUT:-$ROOT/build/example-outputs}"
 HTTP_PORT="${CINFER_HTTP_PORT:-8000}"
 METRICS_PORT="${CINFER_METRICS_PORT:-8002}"
-echo
-echo "== cinfer $(build/cinfer version | cut -d' ' -f2): running the bundled example models with the cinfer tool"
+started=$(date +%s)
+step_start=0
+step() { step_start=$(date +%s); echo; echo "== $1"; }
+step_done() { echo "-- $1 took $(( $(date +%s) - step_start ))s"; }
+
+step "setup: apt packages and the Python venv (scripts/setup.sh --no-build)"
+scripts/setup.sh --no-build
+step_done "setup"
+
+# The CUDA module takes minutes to compile, so it is built only where it can run: a GPU is visible (or CINFER_CUDA=ON
+# asks for it). It is then compiled for the visible GPU alone (CMAKE_CUDA_ARCHITECTURES=native), not for the
+# project's default list (cmake/cuda_backend.cmake), which scripts/test.sh and the images keep.
+gpu_visible() { [ -e /dev/nvidia0 ] || { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; }
+have_nvcc() { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }
+CUDA_FLAGS=(-DCINFER_CUDA=OFF)
+TARGETS=(cinfer cinfer-server)
+if [ "${CINFER_CUDA:-}" = ON ] || { [ "${CINFER_CUDA:-}" != OFF ] && gpu_visible; }; then
+    if [ "${CINFER_CUDA:-}" = ON ] || have_nvcc; then
+        CUDA_FLAGS=(-DCINFER_CUDA=ON)
+        gpu_visible && CUDA_FLAGS+=(-DCMAKE_CUDA_ARCHITECTURES="${CUDAARCHS:-native}")
+        have_nvcc && ! command -v nvcc >/dev/null && CUDA_FLAGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+        TARGETS+=(cinfer_cuda)
+    else
+        echo "quickstart: a GPU is visible but no CUDA toolkit (nvcc): building for the CPU only"
+    fi
+fi
+
+step "configure (${CUDA_FLAGS[*]})"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "${CUDA_FLAGS[@]}" \
+      >/dev/null
+step_done "configure"
+
+step "build ${TARGETS[*]}"
+cmake --build build -j"$(nproc)" --target "${TARGETS[@]}"
+step_done "build"
+
+step "cinfer $(build/cinfer version | cut -d' ' -f2): running the bundled example models with the cinfer tool"
 build/cinfer inspect examples/models/tiny_cnn.onnx
 echo
 build/cinfer run examples/models/mlp.onnx --input x=examples/models/mlp_x.npy --output-dir "$OUT/mlp"
 build/cinfer run examples/models/tiny_cnn.onnx --input image=examples/models/tiny_cnn_image.npy --output-dir "$OUT/tiny_cnn"
 echo "outputs written under $OUT (numpy .npy files)"
+step_done "cinfer run"
 
 # A Triton-layout repository of the examples (no config.pbtxt: the server completes it from the ONNX models).
 REPO="$ROOT/build/example-repository"
+step "serving $REPO with cinfer-server on http://127.0.0.1:$HTTP_PORT (metrics on :$METRICS_PORT)"
 for m in mlp tiny_cnn; do
     mkdir -p "$REPO/$m/1"
     cp "examples/models/$m.onnx" "$REPO/$m/1/model.onnx"
@@ -29,8 +69,6 @@ if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     echo "stopping the example server started earlier (pid $(cat "$PIDFILE"))"
     kill "$(cat "$PIDFILE")" && sleep 1
 fi
-echo
-echo "== serving $REPO with cinfer-server on http://127.0.0.1:$HTTP_PORT (metrics on :$METRICS_PORT)"
 nohup build/cinfer-server --model-repository "$REPO" --http-port "$HTTP_PORT" --metrics-port "$METRICS_PORT" \
     >"$ROOT/build/example-server.log" 2>&1 &
 echo $! >"$PIDFILE"
@@ -55,5 +93,7 @@ req = urllib.request.Request(base + "/v2/models/mlp/infer", data=json.dumps(body
                              headers={"Content-Type": "application/json"})
 print("POST /v2/models/mlp/infer ->", urllib.request.urlopen(req).read().decode())
 PY
+step_done "server start + sample inference"
 echo
+echo "quickstart took $(( $(date +%s) - started ))s in all"
 echo "cinfer-server is serving (pid $(cat "$PIDFILE"), log build/example-server.log); stop it with: kill $(cat "$PIDFILE")"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what cinfer needs on Debian 12 (apt packages, the project's Python venv) and builds it.
 # Usage: scripts/setup.sh [--no-build] [--test]   Idempotent: skips what is already there.
-#   --test   also the test-only tools: clang with its fuzzer/sanitizer runtimes and OpenMP (scripts/fuzz.sh), and
-#            Triton's perf_analyzer in .deps/perf_analyzer (scripts/perf_analyzer.sh; needs libb64-0d), and Prometheus
-#            (promtool + the server) for the operations-kit tests (tests/deploy)
+#   --no-build  install only (scripts/quickstart.sh and scripts/test.sh build themselves)
+#   --test      also the test-only tools: requirements-test.txt in the venv (onnxruntime, pytest, tritonclient, ...),
+#               clang with its fuzzer/sanitizer runtimes and OpenMP (scripts/fuzz.sh), Triton's perf_analyzer in
+#               .deps/perf_analyzer (scripts/perf_analyzer.sh; needs libb64-0d), and Prometheus (promtool + the
+#               server) for the operations-kit tests (tests/deploy)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -27,13 +29,25 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The venv holds onnx (its onnx.proto is the schema the loader is generated from), onnxruntime, numpy.
-if [ ! -x .venv/bin/python ] || ! cmp -s requirements.txt .venv/.requirements.stamp; then
+# The venv: requirements.txt always (onnx, whose onnx.proto the ONNX decoder is generated from, and numpy: what the
+# build and scripts/quickstart.sh need); requirements-test.txt too with --test (onnxruntime, pytest, the server and
+# operations-kit test tools). A stamp per set holds the pins last installed, so a changed pin installs again and a
+# quickstart venv grows into a test venv without starting over.
+if [ ! -x .venv/bin/python ]; then
     echo "setup: creating Python venv in .venv"
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
+fi
+if ! cmp -s requirements.txt .venv/.requirements.stamp; then
+    echo "setup: installing requirements.txt into .venv"
     .venv/bin/pip install -q -r requirements.txt
     cp requirements.txt .venv/.requirements.stamp
+fi
+if [[ " $* " == *" --test "* ]] &&
+   ! cat requirements.txt requirements-test.txt | cmp -s - .venv/.requirements-test.stamp; then
+    echo "setup: installing requirements-test.txt into .venv"
+    .venv/bin/pip install -q -r requirements-test.txt
+    cat requirements.txt requirements-test.txt >.venv/.requirements-test.stamp
 fi
 
 # perf_analyzer (server benchmark and its CI sweep) lives outside .venv: see scripts/perf_analyzer.sh.

@@ -18,7 +18,10 @@ scripts/setup.sh --no-build --test
 stage_end "setup"
 
 stage "build (Release, -Werror)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCINFER_WERROR=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
+# CINFER_CUDA=AUTO and the default CUDA architectures whatever an earlier configure of build/ (scripts/quickstart.sh:
+# CPU only without a GPU, the visible GPU's architecture with one) left in its cache.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCINFER_WERROR=ON -DCINFER_CUDA=AUTO -UCMAKE_CUDA_ARCHITECTURES \
+      -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" >/dev/null
 cmake --build build -j"$JOBS"
 stage_end "build"
 
