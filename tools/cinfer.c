@@ -12,28 +12,64 @@
 #include "core/npy.h"
 
 #define MAX_CLI_INPUTS 64
+#define MAX_CLI_OPTIONS 64 /* session options one command takes */
 
 static void usage(FILE *f) {
     fprintf(f,
             "cinfer %s: ONNX inference engine\n"
             "usage:\n"
             "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu|cuda[:N]] [--threads N]\n"
-            "             [--precision fp32|tf32|fp16|bf16] [--deterministic] [--timings]\n"
+            "             [--precision P] [--deterministic] [--option KEY=VALUE ...] [--timings]\n"
             "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
             "  cinfer ops\n"
             "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu|cuda[:N]]\n"
             "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...] [--profile]\n"
-            "               [--precision fp32|tf32|fp16|bf16] [--deterministic] [--timeline]\n"
+            "               [--precision P] [--deterministic] [--option KEY=VALUE ...] [--timeline]\n"
+            "  cinfer options              list the session options (--option KEY=VALUE), their values and defaults\n"
             "  cinfer gpus                 list the CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies)\n"
             "  cinfer version\n"
             "Dynamic dims: the first dynamic dim of each input is the batch (--batch, default 1); other\n"
             "dynamic dims take --dim NAME=VALUE by their symbolic name, else 1.\n"
-            "--precision: fp32 (default, TF32 off), tf32 (TF32 tensor cores on GPUs), fp16/bf16 (weights converted\n"
-            "once; inputs and outputs keep the model's dtypes). --deterministic: bitwise identical results run to run.\n"
+            "--option KEY=VALUE sets a session option (cinfer options lists them; the engine checks the value);\n"
+            "--threads N, --precision P and --deterministic are --option threads=N, precision=P, deterministic=1.\n"
             "--timings: run prints how long each step took (model load, session, run, outputs) to stderr.\n"
+            "--profile: bench prints the time per op type (session option profile=1).\n"
             "--timeline (GPU): bench then runs a second session with CUDA events around each copy and stretch of\n"
             "compute and prints one run's spans (which stream, when), showing how copies and compute overlap.\n",
             cinfer_version());
+}
+
+/* Prints `text` from column `indent` in lines of at most `width` columns, breaking at spaces. */
+static void print_wrapped(FILE *f, const char *text, int indent, int width) {
+    while (*text) {
+        int room = width - indent, len = (int)strlen(text);
+        if (len > room) {
+            len = room;
+            while (len > 0 && text[len] != ' ') len--;
+            if (len == 0) len = (int)strcspn(text, " "); /* a word longer than the line: on a line of its own */
+        }
+        fprintf(f, "%*s%.*s\n", indent, "", len, text);
+        text += len;
+        while (*text == ' ') text++;
+    }
+}
+
+/* The engine's session options (cinfer_session_option_info): key, type, values, default, then what it does. */
+static void print_session_options(FILE *f) {
+    fprintf(f, "session options (--option KEY=VALUE; cinfer-server: config parameter cinfer_KEY):\n");
+    for (size_t i = 0; i < cinfer_num_session_options(); i++) {
+        cinfer_option_info info;
+        if (cinfer_session_option_info(i, &info) != CINFER_OK) continue;
+        char key[64];
+        snprintf(key, sizeof key, "%s%s", info.key, info.is_prefix ? "NAME" : "");
+        fprintf(f, "  %-14s %-5s %s (default: %s)\n", key, info.type, info.values, info.default_value);
+        print_wrapped(f, info.doc, 6, 116);
+    }
+}
+
+static int cmd_options(void) {
+    print_session_options(stdout);
+    return 0;
 }
 
 static double now_seconds(void) {
@@ -61,11 +97,33 @@ typedef struct cli_options {
     int num_dims;
     const char *output_dir;
     const char *device;
-    const char *threads;
-    const char *precision;
+    const char *threads;   /* the session options threads, precision and deterministic as given, for bench's */
+    const char *precision; /* summary line (the last value of each; NULL / false: not given) */
+    /* session options in the order given: --option KEY=VALUE and the flags that stand for one */
+    const char *option_keys[MAX_CLI_OPTIONS], *option_values[MAX_CLI_OPTIONS];
+    char option_key_text[MAX_CLI_OPTIONS][128];
+    int num_options;
     long batch, iters, warmup, int_high;
     bool profile, deterministic, timings, timeline;
 } cli_options;
+
+/* Adds session option key=value (the engine checks it when the session is created); 0, or 2 when there are too
+ * many or the key does not fit. */
+static int add_session_option(cli_options *o, const char *key, size_t key_len, const char *value) {
+    if (o->num_options == MAX_CLI_OPTIONS)
+        return fprintf(stderr, "cinfer: more than %d session options\n", MAX_CLI_OPTIONS), 2;
+    if (key_len == 0 || key_len >= sizeof o->option_key_text[0])
+        return fprintf(stderr, "cinfer: session option key '%.*s' is empty or too long\n", (int)key_len, key), 2;
+    char *copy = o->option_key_text[o->num_options];
+    memcpy(copy, key, key_len);
+    copy[key_len] = '\0';
+    o->option_keys[o->num_options] = copy;
+    o->option_values[o->num_options++] = value;
+    if (strcmp(copy, "threads") == 0) o->threads = value;
+    if (strcmp(copy, "precision") == 0) o->precision = value;
+    if (strcmp(copy, "deterministic") == 0) o->deterministic = strcmp(value, "1") == 0;
+    return 0;
+}
 
 /* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
 static int parse_options(int argc, char **argv, cli_options *o) {
@@ -78,12 +136,14 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--profile") == 0 || strcmp(a, "--deterministic") == 0 || strcmp(a, "--timings") == 0 ||
-            strcmp(a, "--timeline") == 0) {
+        if (strcmp(a, "--profile") == 0 || strcmp(a, "--timings") == 0 || strcmp(a, "--timeline") == 0) {
             if (a[2] == 'p') o->profile = true;
-            else if (a[2] == 'd') o->deterministic = true;
             else if (strcmp(a, "--timings") == 0) o->timings = true;
             else o->timeline = true;
+            continue;
+        }
+        if (strcmp(a, "--deterministic") == 0) {
+            if (add_session_option(o, "deterministic", strlen("deterministic"), "1")) return 2;
             continue;
         }
         bool takes_value = strncmp(a, "--", 2) == 0;
@@ -102,10 +162,12 @@ static int parse_options(int argc, char **argv, cli_options *o) {
             o->output_dir = v;
         } else if (strcmp(a, "--device") == 0) {
             o->device = v;
-        } else if (strcmp(a, "--threads") == 0) {
-            o->threads = v;
-        } else if (strcmp(a, "--precision") == 0) {
-            o->precision = v;
+        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--precision") == 0) {
+            if (add_session_option(o, a + 2, strlen(a + 2), v)) return 2;
+        } else if (strcmp(a, "--option") == 0) {
+            const char *eq = strchr(v, '=');
+            if (!eq) return fprintf(stderr, "cinfer: --option wants KEY=VALUE, got '%s'\n", v), 2;
+            if (add_session_option(o, v, (size_t)(eq - v), eq + 1)) return 2;
         } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
                    strcmp(a, "--int-high") == 0) {
             long n = strtol(v, &end, 10);
@@ -143,19 +205,11 @@ static void *start_device(void *ordinal) {
 /* Loads the model and opens its session; *loaded_at (when not NULL): when the model was loaded (now_seconds). */
 /* A session of `model` with the options o asks for, plus timeline=1 when `timeline`. */
 static cinfer_status create_session(const cli_options *o, cinfer_model *model, bool timeline, cinfer_session **session) {
-    const char *keys[5], *vals[5];
+    const char *keys[MAX_CLI_OPTIONS + 2], *vals[MAX_CLI_OPTIONS + 2];
     size_t num_options = 0;
-    if (o->precision) {
-        keys[num_options] = "precision";
-        vals[num_options++] = o->precision;
-    }
-    if (o->deterministic) {
-        keys[num_options] = "deterministic";
-        vals[num_options++] = "1";
-    }
-    if (o->threads) {
-        keys[num_options] = "threads";
-        vals[num_options++] = o->threads;
+    for (int i = 0; i < o->num_options; i++) {
+        keys[num_options] = o->option_keys[i];
+        vals[num_options++] = o->option_values[i];
     }
     if (o->profile && !timeline) {
         keys[num_options] = "profile";
@@ -721,8 +775,11 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
+        printf("\n");
+        print_session_options(stdout);
         return 0;
     }
+    if (strcmp(cmd, "options") == 0) return cmd_options();
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("cinfer %s\n", cinfer_version());
         return 0;

@@ -177,41 +177,28 @@ void cinfer_cuda_host_free(int device, void *p);
 
 /* ---- sessions ---- */
 /* Creates a session running `model` on `device`: "cpu", or "cuda" / "cuda:N" (CUDA device N, default 0).
- * Options (keys/values, n pairs): "threads" = number of CPU threads (default: all cores);
- * "precision" = fp32 (default; TF32 off) | tf32 (float32 data, TF32 tensor-core GEMMs and convolutions on GPUs;
- * the same as fp32 on the CPU) | fp16 | bf16 (weights converted once per model, float32 inputs cast down on entry
- * and outputs cast back up, so callers keep the model's dtypes; softmax, normalisations and reductions
- * accumulate in float32);
- * "cuda_graphs" = "0" | "1" (default 1; GPU sessions): each plan (one set of input shapes) runs plain on its
- * first run, is captured into a CUDA graph on its second and replayed from then on, so a run costs one launch;
- * capture is skipped with profile=1 or guard_bytes, and a plan that cannot be captured runs plain (counted in
- * cinfer_run_stats.graph_fallbacks);
- * "gpu_wait" = "spin" (default) | "block" (GPU sessions): how a run waits for its stream at the end: spinning
- * (lowest latency; a core busy for the whole GPU time) or sleeping on a blocking CUDA event (the core is free for
- * other work; the wake-up adds some microseconds); cinfer-server: config parameter cinfer_gpu_wait;
- * "deterministic" = "1": only algorithms whose results are bitwise identical run to run (GPU: deterministic
- * cuDNN algorithms, no split reductions with atomics; the CPU backend always is);
- * "profile" = "1" to time every node (read with cinfer_session_node_profile; costs a clock read per node);
- * "guard_bytes" = N (debugging, used by the differential op tests): every intermediate and output gets its own
- * block with N guard bytes around it, filled with a pattern and checked after each run, so an out-of-bounds
- * write fails the run naming the value and node;
- * "copy_chunks" = N (GPU sessions): chunked copies of pointwise models (every node elementwise, reading values of
- * its output's shape or one-element constants, like an image windowing step): cinfer_session_run_into between
- * page-locked buffers splits the run into chunks whose uploads, compute and downloads overlap on two copy streams.
- * 0 (default): chunks of about 4 MiB of inputs and outputs, when that makes two or more; 1: never split; N (up
- * to 64): N chunks. Outputs are the same bytes either way; a chunked run shows N copies each way in
- * cinfer_run_stats;
- * "timeline" = "0" | "1" (default 0; GPU sessions): times every run with CUDA events: each copy and each stretch of
- * the model's compute becomes a span with its stream and start and end (read with cinfer_session_timeline), which
- * shows how copies and compute overlap. Each span costs two event records (about 2 us of host time); outputs are
- * unchanged. A CPU session refuses it;
- * "max_batch" = N (device backends): capacity planning at creation: the model's weights plus a run's activations
- * and io at batch N (the first dim of each input; other dynamic dims from "dim.NAME" = their largest value) must
- * leave 20% of the device's memory (or its configured limit) free, else creation fails with the figures. */
+ * Options are n key/value string pairs (a repeated key: the last wins); an unknown key or a value the option does
+ * not take fails with CINFER_ERR_INVALID_ARGUMENT naming both. The options (CPU threads, precision, determinism,
+ * CUDA graphs, profiling, timelines, capacity planning, ...), what each takes, its default and what it does are
+ * listed by cinfer_session_option_info below, which `cinfer options` and `cinfer --help` print; cinfer-server
+ * passes a model's config parameter cinfer_<key> on as option <key>. */
 cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
                                     const char *const *option_keys, const char *const *option_values,
                                     size_t num_options, cinfer_session **out);
 void cinfer_session_free(cinfer_session *session);
+
+/* The session options, from the one table the engine parses them with: entry `index` < cinfer_num_session_options()
+ * (CINFER_ERR_NOT_FOUND past the end). Strings are the library's and live as long as the process. */
+typedef struct cinfer_option_info {
+    const char *key;           /* "threads"; for a family of keys, their common prefix ("dim.") and is_prefix 1 */
+    int is_prefix;             /* 1: every key that is `key` followed by a name ("dim.batch") is this option */
+    const char *type;          /* "bool", "int" or "enum" */
+    const char *values;        /* what the option takes: "0 or 1", "0 to 1024", ">= 1", "fp32, tf32, fp16 or bf16" */
+    const char *default_value; /* the value a session has without the option; "none": left out, the option is off */
+    const char *doc;           /* what it does, one paragraph */
+} cinfer_option_info;
+size_t cinfer_num_session_options(void);
+cinfer_status cinfer_session_option_info(size_t index, cinfer_option_info *out);
 
 /* Runs the model. `inputs` give every model input (matched by name, or by position when name is NULL).
  * `outputs` receives num_outputs tensors in model output order (num_outputs must equal

@@ -19,25 +19,7 @@
 #include "runtime/fault_backend.h"
 #include "runtime/model.h"
 #include "runtime/session_internal.h"
-
-/* Session option "precision": fp32 (default, TF32 off), tf32 (float32 storage, TF32 tensor-core GEMMs and
- * convolutions on GPUs), fp16 / bf16 (the model's half-precision copy; see graph/precision.c). */
-typedef enum session_precision {
-    PRECISION_FP32,
-    PRECISION_TF32,
-    PRECISION_FP16,
-    PRECISION_BF16,
-} session_precision;
-
-static bool precision_parse(const char *name, session_precision *out) {
-    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, names[i]) == 0) {
-            *out = (session_precision)i;
-            return true;
-        }
-    return false;
-}
+#include "runtime/session_options.h"
 
 static double monotonic_seconds(void) {
     struct timespec ts;
@@ -68,8 +50,8 @@ static cinfer_status bind_inputs(const graph *g, const cinfer_tensor *inputs, si
  * largest batch must leave at least CAPACITY_HEADROOM of the device's memory (or its configured limit) free. */
 #define CAPACITY_HEADROOM 0.20
 
-static cinfer_status check_capacity(cinfer_session *s, long max_batch, const char *const *dim_keys,
-                                    const char *const *dim_values, size_t num_dims) {
+static cinfer_status check_capacity(cinfer_session *s, const session_options *opts) {
+    long max_batch = opts->max_batch;
     const graph *g = s->graph;
     backend *b = s->backend;
     if (!b->iface->device_memory) return CINFER_OK; /* host memory: nothing to plan against */
@@ -93,8 +75,9 @@ static cinfer_status check_capacity(cinfer_session *s, long max_batch, const cha
                 t->dims[d] = max_batch;
                 continue;
             }
-            for (size_t k = 0; k < num_dims; k++)
-                if (v->dim_names[d] && strcmp(dim_keys[k], v->dim_names[d]) == 0) t->dims[d] = strtol(dim_values[k], NULL, 10);
+            for (size_t k = 0; k < opts->num_dims; k++)
+                if (v->dim_names[d] && strcmp(opts->dim_names[k], v->dim_names[d]) == 0)
+                    t->dims[d] = opts->dim_values[k];
             if (t->dims[d] <= 0)
                 return core_error(CINFER_ERR_INVALID_ARGUMENT, "capacity planning: input '%s' dim %d ('%s') is dynamic: "
                                   "give its largest value with session option dim.%s=N", v->name, d,
@@ -153,70 +136,8 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
                                     const char *const *option_values, size_t num_options, cinfer_session **out) {
     if (!model || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_create: model and out are required");
     *out = NULL;
-    int threads = 0;
-    bool profile = false, deterministic = false, cuda_graphs = true, blocking_wait = false, timeline = false;
-    session_precision precision = PRECISION_FP32;
-    long guard_bytes = 0, max_batch = 0, copy_chunks = 0;
-    const char *dim_keys[64], *dim_values[64];
-    size_t num_dims = 0;
-    for (size_t i = 0; i < num_options; i++) {
-        const char *k = option_keys[i], *v = option_values[i];
-        if (strcmp(k, "threads") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 0 || n > 1024)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'threads': '%s' is not a count from 0 to 1024", v);
-            threads = (int)n;
-        } else if (strcmp(k, "profile") == 0) {
-            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'profile': '%s' is not 0 or 1", v);
-            profile = v[0] == '1';
-        } else if (strcmp(k, "precision") == 0) {
-            if (!precision_parse(v, &precision))
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'precision': '%s' is not fp32, tf32, fp16 or bf16", v);
-        } else if (strcmp(k, "cuda_graphs") == 0) {
-            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'cuda_graphs': '%s' is not 0 or 1", v);
-            cuda_graphs = v[0] == '1';
-        } else if (strcmp(k, "gpu_wait") == 0) {
-            if (strcmp(v, "spin") != 0 && strcmp(v, "block") != 0)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'gpu_wait': '%s' is not spin or block", v);
-            blocking_wait = v[0] == 'b';
-        } else if (strcmp(k, "timeline") == 0) {
-            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'timeline': '%s' is not 0 or 1", v);
-            timeline = v[0] == '1';
-        } else if (strcmp(k, "deterministic") == 0) {
-            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'deterministic': '%s' is not 0 or 1", v);
-            deterministic = v[0] == '1';
-        } else if (strcmp(k, "max_batch") == 0) {
-            char *end;
-            max_batch = strtol(v, &end, 10);
-            if (*end || max_batch <= 0 || max_batch > (1L << 40))
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'max_batch': '%s' is not a batch size >= 1", v);
-        } else if (strncmp(k, "dim.", 4) == 0 && k[4]) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n <= 0) return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option '%s': '%s' is not a size >= 1", k, v);
-            if (num_dims == 64) return core_error(CINFER_ERR_INVALID_ARGUMENT, "more than 64 dim.NAME options");
-            dim_keys[num_dims] = k + 4;
-            dim_values[num_dims++] = v;
-        } else if (strcmp(k, "guard_bytes") == 0) {
-            char *end;
-            guard_bytes = strtol(v, &end, 10);
-            if (*end || guard_bytes < 0 || guard_bytes > (1 << 20))
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'guard_bytes': '%s' is not a count from 0 to 1048576", v);
-        } else if (strcmp(k, "copy_chunks") == 0) {
-            char *end;
-            copy_chunks = strtol(v, &end, 10);
-            if (*end || copy_chunks < 0 || copy_chunks > PLAN_MAX_CHUNKS)
-                return core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'copy_chunks': '%s' is not a count from 0 "
-                                  "(by size) to %d", v, PLAN_MAX_CHUNKS);
-        } else {
-            return core_error(CINFER_ERR_INVALID_ARGUMENT, "unknown session option '%s' (known: threads, precision, deterministic, cuda_graphs, gpu_wait, profile, guard_bytes, copy_chunks, timeline, max_batch, dim.NAME)", k);
-        }
-    }
+    session_options opts;
+    CINFER_TRY(session_options_parse(option_keys, option_values, num_options, &opts));
     int cuda_ordinal = -1;
     if (device && strcmp(device, "cpu") != 0) {
         bool valid = false;
@@ -225,9 +146,9 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
         if (!valid) return core_error(CINFER_ERR_INVALID_ARGUMENT, "device '%s': expected cuda or cuda:N with N >= 0", device);
     }
     const graph *run_graph;
-    cinfer_dtype compute = precision == PRECISION_FP16   ? CINFER_DTYPE_FLOAT16
-                           : precision == PRECISION_BF16 ? CINFER_DTYPE_BFLOAT16
-                                                                : CINFER_DTYPE_FLOAT;
+    cinfer_dtype compute = opts.precision == PRECISION_FP16   ? CINFER_DTYPE_FLOAT16
+                           : opts.precision == PRECISION_BF16 ? CINFER_DTYPE_BFLOAT16
+                                                              : CINFER_DTYPE_FLOAT;
     CINFER_TRY(model_graph_for_precision(model, compute, cuda_ordinal >= 0, &run_graph));
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -235,12 +156,12 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     s->graph = run_graph;
 
     pthread_mutex_init(&s->lock, NULL);
-    s->profile = profile;
-    s->cuda_graphs = cuda_graphs;
-    s->guard_bytes = (size_t)guard_bytes;
-    s->copy_chunks = copy_chunks;
-    s->timeline = timeline;
-    if (profile) {
+    s->profile = opts.profile;
+    s->cuda_graphs = opts.cuda_graphs;
+    s->guard_bytes = (size_t)opts.guard_bytes;
+    s->copy_chunks = opts.copy_chunks;
+    s->timeline = opts.timeline;
+    if (opts.profile) {
         size_t count = (size_t)(run_graph->num_nodes ? run_graph->num_nodes : 1);
         s->node_seconds = calloc(count, sizeof(double));
         s->node_calls = calloc(count, sizeof(uint64_t));
@@ -254,12 +175,13 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     cinfer_status st;
     if (cuda_ordinal >= 0) {
         const cuda_module_api *m = device_cuda_module();
-        cuda_backend_options opt = {.device = cuda_ordinal, .allow_tf32 = precision == PRECISION_TF32,
-                                    .deterministic = deterministic, .blocking_wait = blocking_wait};
+        cuda_backend_options opt = {.device = cuda_ordinal, .allow_tf32 = opts.precision == PRECISION_TF32,
+                                    .deterministic = opts.deterministic,
+                                    .blocking_wait = opts.gpu_wait == GPU_WAIT_BLOCK};
         st = m ? m->backend_create(&opt, run_graph, &s->backend) : CINFER_ERR_UNSUPPORTED;
         if (st != CINFER_OK) core_error_prefix(st, "device '%s': ", device);
     } else {
-        st = backend_cpu_create(threads, &s->backend);
+        st = backend_cpu_create((int)opts.threads, &s->backend);
     }
     if (st != CINFER_OK) {
         free(s->node_seconds);
@@ -269,13 +191,13 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
     }
     fault_backend_wrap(&s->backend, run_graph); /* test-only fault points, off unless CINFER_FAULT_INJECTION=1 */
     st = check_backend_ops(s);
-    if (st == CINFER_OK && timeline) {
+    if (st == CINFER_OK && opts.timeline) {
         backend *b = s->backend;
         st = b->iface->timeline_enable ? b->iface->timeline_enable(b)
                                        : core_error(CINFER_ERR_INVALID_ARGUMENT, "session option 'timeline': the %s backend "
                                                     "has no streams to time (GPU sessions only)", b->iface->name);
     }
-    if (st == CINFER_OK && max_batch > 0) st = check_capacity(s, max_batch, dim_keys, dim_values, num_dims);
+    if (st == CINFER_OK && opts.max_batch > 0) st = check_capacity(s, &opts);
     if (st != CINFER_OK) {
         cinfer_session_free(s);
         return st;

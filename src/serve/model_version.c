@@ -630,12 +630,12 @@ static void apply_test_slowdown(model_version *mv) {
     }
 }
 
-/* The session options of the model's instances: threads, the server's --precision, then the config's engine
- * parameters (MODEL_PARAM_SESSION_PREFIX + precision/deterministic/cuda_graphs/gpu_wait), which win. Returns the
- * count. */
+/* The session options of the model's instances: threads, the server's --precision, Triton's optimization { cuda {
+ * graphs: false } }, then every config parameter MODEL_PARAM_SESSION_PREFIX + a key the engine lists
+ * (cinfer_session_option_info; for a prefix key such as dim., the prefix and a name: cinfer_dim.seq), which win.
+ * The engine alone checks the values; other cinfer_* parameters are the server's own or ignored. Returns the count. */
 static size_t session_options(const model_version *mv, const model_load_options *opt, char *threads, size_t threads_len,
                               const char **keys, const char **vals) {
-    static const char *const engine_options[] = {"precision", "deterministic", "cuda_graphs", "gpu_wait", NULL};
     size_t n = 0;
     if (opt->threads > 0) {
         snprintf(threads, threads_len, "%d", opt->threads);
@@ -650,18 +650,24 @@ static size_t session_options(const model_version *mv, const model_load_options 
         keys[n] = "cuda_graphs";
         vals[n++] = "0";
     }
+    size_t prefix_len = strlen(MODEL_PARAM_SESSION_PREFIX);
     for (size_t i = 0; i < mv->cfg.num_params; i++) {
-        const char *k = mv->cfg.params[i].key;
-        if (strncmp(k, MODEL_PARAM_SESSION_PREFIX, strlen(MODEL_PARAM_SESSION_PREFIX)) != 0) continue;
-        for (const char *const *o = engine_options; *o; o++) {
-            if (strcmp(k + strlen(MODEL_PARAM_SESSION_PREFIX), *o) != 0) continue;
-            size_t j = 0;
-            while (j < n && strcmp(keys[j], *o) != 0) j++;
-            if (j == n && n == MODEL_MAX_SESSION_OPTIONS - 1) break; /* one slot stays for max_batch (probe) */
-            keys[j] = *o;
-            vals[j] = mv->cfg.params[i].value;
-            if (j == n) n++;
+        if (strncmp(mv->cfg.params[i].key, MODEL_PARAM_SESSION_PREFIX, prefix_len) != 0) continue;
+        const char *key = mv->cfg.params[i].key + prefix_len;
+        bool listed = false;
+        for (size_t o = 0; o < cinfer_num_session_options() && !listed; o++) {
+            cinfer_option_info info;
+            if (cinfer_session_option_info(o, &info) != CINFER_OK) continue;
+            size_t len = strlen(info.key);
+            listed = info.is_prefix ? strncmp(key, info.key, len) == 0 && key[len] : strcmp(key, info.key) == 0;
         }
+        if (!listed) continue;
+        size_t j = 0;
+        while (j < n && strcmp(keys[j], key) != 0) j++;
+        if (j == n && n == MODEL_MAX_SESSION_OPTIONS - 1) break; /* one slot stays for max_batch (probe) */
+        keys[j] = key;
+        vals[j] = mv->cfg.params[i].value;
+        if (j == n) n++;
     }
     return n;
 }

@@ -24,12 +24,12 @@ typedef struct model_load_options {
     const char *precision;  /* --precision: session option "precision" of models whose config does not set it */
 } model_load_options;
 
-/* Config parameters passed to the engine as session options (docs/server.md): MODEL_PARAM_SESSION_PREFIX + an
- * engine option name, e.g. "cinfer_precision" -> "precision" (fp32|tf32|fp16|bf16), "cinfer_deterministic",
- * "cinfer_cuda_graphs", "cinfer_gpu_wait" (spin|block). The engine checks the
- * values; a bad one fails the load with its message. */
+/* Config parameters passed to the engine as session options (docs/server.md): MODEL_PARAM_SESSION_PREFIX + a key
+ * the engine lists (cinfer_session_option_info), e.g. "cinfer_precision" -> "precision". The engine checks the
+ * values; a bad one fails the load with its message. MODEL_MAX_SESSION_OPTIONS: room for every option once, 64
+ * dim.NAME options (the engine's most) and the probe's max_batch. */
 #define MODEL_PARAM_SESSION_PREFIX "cinfer_"
-#define MODEL_MAX_SESSION_OPTIONS 8
+#define MODEL_MAX_SESSION_OPTIONS 80
 
 /* OOM adaptation (docs/resilience.md): after an execution runs out of memory the instance's batch cap drops to the
  * largest batch that then succeeded; every MODEL_OOM_RECOVER_AFTER successful executions in a row raise it by

@@ -75,6 +75,36 @@ def test_run_and_bench_in_half_precision(cli, tmp_path):
     assert "'fp12' is not fp32, tf32, fp16 or bf16" in out
 
 
+def test_help_and_options_list_every_session_option(cli, lib):
+    """--help ends with the engine's session options and `cinfer options` prints the same list: one line per option
+    (key, type, values, default) from cinfer_session_option_info, then its doc."""
+    listed = run(cli, "options")
+    assert run(cli, "--help").endswith("\n" + listed)
+    lines = listed.splitlines()
+    for o in lib.session_options():
+        key = o["key"] + ("NAME" if o["is_prefix"] else "")
+        row = [line for line in lines if line.split()[:1] == [key]]
+        assert row and row[0].split()[1] == o["type"], (key, listed)
+        assert f"{o['values']} (default: {o['default_value']})" in row[0]
+        assert " ".join(o["doc"].split()[:6]) in listed
+
+
+def test_option_passes_any_session_option_to_the_engine(cli, tmp_path):
+    """--option KEY=VALUE reaches the engine, which alone checks it; --precision is the same as --option precision."""
+    model, data = MODELS / "tiny_cnn.onnx", MODELS / "tiny_cnn_image.npy"
+    run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "flag", "--precision", "fp16")
+    run(cli, "run", model, "--input", f"image={data}", "--output-dir", tmp_path / "option", "--option",
+        "precision=fp16", "--option", "threads=1")
+    for f in (tmp_path / "flag").iterdir():
+        np.testing.assert_array_equal(np.load(tmp_path / "option" / f.name), np.load(f))
+    assert "precision: bf16" in run(cli, "bench", model, "--iters", "2", "--warmup", "0", "--option", "precision=bf16")
+    out = run(cli, "bench", model, "--iters", "1", "--option", "guard_bytes=lots", expect=1)
+    assert "session option 'guard_bytes': 'lots' is not a count from 0 to 1048576" in out
+    out = run(cli, "bench", model, "--iters", "1", "--option", "precison=fp16", expect=1)
+    assert "unknown session option 'precison' (known: threads, precision," in out
+    assert "--option wants KEY=VALUE, got 'fp16'" in run(cli, "bench", model, "--option", "fp16", expect=2)
+
+
 def test_inspect_reports_structure_and_memory(cli):
     out = run(cli, "inspect", MODELS / "tiny_cnn.onnx", "--batch", "4")
     assert "image" in out and "[batch, 3, 32, 32]" in out

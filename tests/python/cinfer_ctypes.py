@@ -59,6 +59,12 @@ class MemoryStats(ctypes.Structure):
         "limit_bytes", "pinned_reserved_bytes")]
 
 
+class OptionInfo(ctypes.Structure):
+    """cinfer_option_info: one session option of the engine's table."""
+    _fields_ = [("key", ctypes.c_char_p), ("is_prefix", ctypes.c_int), ("type", ctypes.c_char_p),
+                ("values", ctypes.c_char_p), ("default_value", ctypes.c_char_p), ("doc", ctypes.c_char_p)]
+
+
 class CinferError(RuntimeError):
     def __init__(self, status, message):
         super().__init__(f"status {status}: {message}")
@@ -104,6 +110,8 @@ class Library:
         L.cinfer_supported_op.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
                                           ctypes.POINTER(ctypes.c_char_p)]
 
+        L.cinfer_num_session_options.restype = ctypes.c_size_t
+        L.cinfer_session_option_info.argtypes = [ctypes.c_size_t, ctypes.POINTER(OptionInfo)]
         L.cinfer_session_last_run_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(RunStats)]
         L.cinfer_session_timeline.argtypes = [ctypes.c_void_p, ctypes.POINTER(Span), ctypes.c_size_t,
                                               ctypes.POINTER(ctypes.c_size_t)]
@@ -136,6 +144,17 @@ class Library:
     def check(self, status):
         if status != 0:
             raise CinferError(status, self.lib.cinfer_last_error().decode(errors="replace"))
+
+    def session_options(self):
+        """The engine's session options (cinfer_session_option_info) as dicts: key, is_prefix, type, values,
+        default_value, doc."""
+        out = []
+        for i in range(self.lib.cinfer_num_session_options()):
+            info = OptionInfo()
+            self.check(self.lib.cinfer_session_option_info(i, ctypes.byref(info)))
+            out.append({name: (getattr(info, name).decode() if isinstance(getattr(info, name), bytes)
+                               else getattr(info, name)) for name, _ in OptionInfo._fields_})
+        return out
 
     def supported_ops(self):
         ops = set()

@@ -1,7 +1,7 @@
 """Engine precision per model: the config parameters cinfer_precision / cinfer_deterministic / cinfer_cuda_graphs (and
 cinfer_gpu_wait, checked here) and
 the --precision flag reach the engine; the wire keeps the model's dtypes; a bad value fails that model's load with the
-engine's message while the others serve."""
+engine's message while the others serve. Any other option the engine lists passes through as cinfer_<key> too."""
 import numpy as np
 import tritonclient.http as httpclient
 
@@ -42,6 +42,30 @@ def test_config_and_flag_choose_the_precision(start_server, tmp_path):
         assert np.max(np.abs(got - ref)) < tol and not np.array_equal(got, ref), name
     np.testing.assert_array_equal(probs(c, "fp16", x), probs(c, "fp16", x))
     np.testing.assert_array_equal(probs(c, "nographs", x), ref)  # Triton's graphs: false reaches the engine as cuda_graphs=0
+
+
+def test_every_listed_engine_option_passes_through(start_server, tmp_path, lib):
+    """A config parameter cinfer_<key> reaches the engine for any key the engine lists (cinfer_session_option_info),
+    not only the four above; the engine alone checks it. Other cinfer_* parameters are not session options and, as
+    before, do not fail the load."""
+    keys = {o["key"] for o in lib.session_options()}
+    assert {"threads", "copy_chunks", "timeline"} <= keys
+    repo = tmp_path / "models"
+    cpu = 'instance_group [ { kind: KIND_CPU count: 1 } ]\n'
+    write_model(repo, "threads", {1: mlp_model()}, params(cinfer_threads="1", **{"cinfer_dim.batch": "8"}) + cpu)
+    write_model(repo, "bad_chunks", {1: mlp_model()}, params(cinfer_copy_chunks="lots") + cpu)
+    write_model(repo, "bad_threads", {1: mlp_model()}, params(cinfer_threads="-3") + cpu)
+    write_model(repo, "timeline_on_cpu", {1: mlp_model()}, params(cinfer_timeline="1") + cpu)
+    write_model(repo, "not_an_option", {1: mlp_model()}, params(cinfer_no_such_option="1") + cpu)
+    s = start_server(repo, "--strict-readiness", "false")
+    c = httpclient.InferenceServerClient(s.url)
+    index = {m["name"]: m for m in c.get_model_repository_index()}
+    assert index["threads"]["state"] == "READY" and index["not_an_option"]["state"] == "READY"
+    assert "session option 'copy_chunks': 'lots' is not a count from 0 to 64" in index["bad_chunks"]["reason"]
+    assert "session option 'threads': '-3' is not a count from 0 to 1024" in index["bad_threads"]["reason"]
+    assert "session option 'timeline': the cpu backend has no streams to time" in index["timeline_on_cpu"]["reason"]
+    x = np.random.default_rng(2).standard_normal((2, 16)).astype(np.float32)
+    np.testing.assert_array_equal(probs(c, "threads", x), probs(c, "not_an_option", x))
 
 
 def test_precision_flag_is_the_default_and_checked(start_server, tmp_path):

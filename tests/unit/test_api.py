@@ -1,7 +1,10 @@
 """C API tests through ctypes: loader errors on malformed files, external data, unsupported-op listing,
 input validation messages, run-time shape subgraphs, plan caching."""
+import ctypes
 import os
+import re
 
+import cinfer_ctypes
 import numpy as np
 import onnx
 import pytest
@@ -9,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cinfer_ctypes import CinferError, Session
 
-INVALID_ARGUMENT, INVALID_MODEL, UNSUPPORTED, IO = 1, 2, 3, 5
+INVALID_ARGUMENT, INVALID_MODEL, UNSUPPORTED, IO, NOT_FOUND = 1, 2, 3, 5, 7
 
 
 def make_model(nodes, inputs, outputs, initializers=(), opset=18):
@@ -60,6 +63,42 @@ def test_timeline_option_is_checked(lib):
     with pytest.raises(CinferError, match="made without the option timeline=1") as e:
         s.timeline()
     assert e.value.status == INVALID_ARGUMENT
+
+
+def test_session_options_are_listed_with_docs_and_defaults(lib):
+    """cinfer_session_option_info lists the engine's option table: every entry has a type, its values, a default and a
+    doc; giving an option its listed default is accepted; past the end is not found."""
+    options = lib.session_options()
+    keys = [o["key"] for o in options]
+    assert len(keys) == len(set(keys))
+    assert {"threads", "precision", "deterministic", "cuda_graphs", "gpu_wait", "profile", "guard_bytes",
+            "copy_chunks", "timeline", "max_batch", "dim."} <= set(keys)
+    model = add_relu_model().SerializeToString()
+    for o in options:
+        assert o["type"] in ("bool", "int", "enum") and o["values"] and o["default_value"] and len(o["doc"]) > 20, o
+        if o["default_value"] != "none" and not o["is_prefix"]:
+            Session(lib, model, device="cpu", options={o["key"]: o["default_value"]}).close()
+    info = cinfer_ctypes.OptionInfo()
+    assert lib.lib.cinfer_session_option_info(len(options), ctypes.byref(info)) == NOT_FOUND
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("deterministic", "yes", "session option 'deterministic': 'yes' is not 0 or 1"),
+    ("threads", "-1", "session option 'threads': '-1' is not a count from 0 to 1024"),
+    ("precision", "fp64", "session option 'precision': 'fp64' is not fp32, tf32, fp16 or bf16"),
+    ("dim.batch", "0", "session option 'dim.batch': '0' is not a size >= 1"),
+])
+def test_bad_option_values_are_named_with_what_the_option_takes(lib, key, value, message):
+    with pytest.raises(CinferError, match=re.escape(message)) as e:
+        Session(lib, add_relu_model().SerializeToString(), device="cpu", options={key: value})
+    assert e.value.status == INVALID_ARGUMENT
+
+
+def test_unknown_option_lists_every_known_key(lib):
+    with pytest.raises(CinferError, match="unknown session option 'thread' \\(known: ") as e:
+        Session(lib, add_relu_model().SerializeToString(), device="cpu", options={"thread": "2"})
+    known = e.value.message.split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert known == [o["key"] + ("NAME" if o["is_prefix"] else "") for o in lib.session_options()]
 
 
 def test_run_into_fills_the_callers_buffers(lib):
