@@ -303,7 +303,7 @@ int batcher_policy_init(batcher_policy *p, const model_config *cfg, char *err, s
     p->mask_input = -1;
     p->num_inputs = cfg->num_inputs;
     p->num_outputs = cfg->num_outputs;
-    p->dynamic = cfg->max_batch_size > 0 && cfg->dynamic_batching.present;
+    p->dynamic = config_batches(cfg) && cfg->dynamic_batching.present;
     p->max_batch = 1;
     const config_dynamic_batching *d = &cfg->dynamic_batching;
     if (p->dynamic) {

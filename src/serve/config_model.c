@@ -601,9 +601,9 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
          !strcmp(cfg->default_model_filename, "..")))
         rc = cfail(&c, NULL, "default_model_filename", "'%s' must be a file name inside the version folder (no '/', not '.' "
                    "or '..')", cfg->default_model_filename);
-    if (!rc && cfg->dynamic_batching.present && cfg->max_batch_size == 0 && cfg->dynamic_batching.num_preferred)
+    if (!rc && cfg->dynamic_batching.present && !config_batches(cfg) && cfg->dynamic_batching.num_preferred)
         rc = cfail(&c, NULL, "dynamic_batching.preferred_batch_size", "needs max_batch_size >= 1");
-    for (size_t i = 0; !rc && cfg->max_batch_size > 0 && i < cfg->num_warmups; i++)
+    for (size_t i = 0; !rc && config_batches(cfg) && i < cfg->num_warmups; i++)
         if (cfg->warmups[i].batch_size > (uint32_t)cfg->max_batch_size)
             rc = cfail(&c, NULL, "model_warmup.batch_size", "%u (warm-up '%s') exceeds max_batch_size %d",
                        cfg->warmups[i].batch_size, cfg->warmups[i].name ? cfg->warmups[i].name : "", cfg->max_batch_size);
@@ -661,7 +661,7 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
                                      "disable batching)", default_max_batch);
         }
     }
-    int batched = cfg->max_batch_size > 0;
+    int batched = config_batches(cfg);
     if (cfg->num_inputs == 0 && ni > 0) {
         cfg->inputs = calloc(ni, sizeof *cfg->inputs);
         if (!cfg->inputs) goto oom;

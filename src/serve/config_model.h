@@ -4,6 +4,7 @@
 #define SERVE_CONFIG_MODEL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,6 +95,10 @@ typedef struct model_config {
     config_param *params;
     size_t num_params;
 } model_config;
+
+/* Whether the model batches (max_batch_size >= 1): its inputs and outputs then carry a leading batch dim that the
+ * config's dims leave out, requests may be batched together, and inferences count rows. The one test of it. */
+static inline bool config_batches(const model_config *cfg) { return cfg->max_batch_size > 0; }
 
 /* Parses config.pbtxt text into cfg (zeroed first). Unknown fields, wrong kinds of value and out-of-range
  * numbers are errors with "<file>: line L, column C: field 'input.dims': ..." in err. */

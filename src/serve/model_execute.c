@@ -188,7 +188,7 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
     }
     uint64_t end = stats_now_ns();
     uint64_t in = input_end - start, infer = infer_end - input_end, out = end - infer_end;
-    int64_t inferences = mv->cfg.max_batch_size > 0 ? b->total : 1;
+    int64_t inferences = config_batches(&mv->cfg) ? b->total : 1;
     stats_record_execution(&mv->stats, inferences, in, infer, out);
     atomic_fetch_add(&inst->executions, 1);
     atomic_fetch_add(&inst->inferences, (uint64_t)inferences);

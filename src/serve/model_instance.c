@@ -186,7 +186,7 @@ int model_plan_lanes(model_version *mv, size_t **lane_group, size_t *num_lanes, 
  * cap when lower than the policy's max. CPU instances are not probed (host memory is not planned). */
 void model_probe_max_batch(model_version *mv, const char *const *session_keys, const char *const *session_vals,
                            size_t num_session_options) {
-    if (mv->cfg.max_batch_size <= 0) {
+    if (!config_batches(&mv->cfg)) {
         log_info("model '%s': --probe-max-batch skipped: the model does not batch (max_batch_size 0)", mv->name);
         return;
     }

@@ -49,7 +49,7 @@ static int warmup_run(model_version *mv, model_lane *lane, const config_warmup *
                        config_type_name(in->dtype));
             goto done;
         }
-        if (mv->cfg.max_batch_size > 0) t->dims[t->ndim++] = w->batch_size;
+        if (config_batches(&mv->cfg)) t->dims[t->ndim++] = w->batch_size;
         for (int d = 0; d < in->ndims && t->ndim < CINFER_MAX_DIMS; d++) t->dims[t->ndim++] = in->dims[d];
         size_t numel = 1;
         for (int d = 0; d < t->ndim; d++) numel *= (size_t)(t->dims[d] < 0 ? 1 : t->dims[d]);
