@@ -202,11 +202,8 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         serve_fail(e, SERVE_BAD_REQUEST, "%s", cinfer_last_error());
         goto err;
     }
-    char note[512], cerr[1024];
-    if (config_model_complete(&mv->cfg, mv->model, opt->default_max_batch, note, sizeof note, cerr, sizeof cerr) != 0) {
-        serve_fail(e, SERVE_BAD_REQUEST, "%s", cerr);
-        goto err;
-    }
+    char note[512];
+    if (config_model_complete(&mv->cfg, mv->model, opt->default_max_batch, note, sizeof note, e) != 0) goto err;
     if (note[0]) log_info("model '%s' version %" PRId64 ": %s", name, version, note);
     cinfer_model_stats ms;
     if (cinfer_model_get_stats(mv->model, &ms) == CINFER_OK) mv->memory_bytes = ms.parameter_bytes;
@@ -220,12 +217,9 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         free(lane_group);
         goto err;
     }
-    int sched_rc = scheduler_init(&mv->sched, &mv->cfg, num_lanes, lane_group, mv->name, cerr, sizeof cerr);
+    int sched_rc = scheduler_init(&mv->sched, &mv->cfg, num_lanes, lane_group, mv->name, e);
     free(lane_group);
-    if (sched_rc != 0) {
-        serve_fail(e, SERVE_BAD_REQUEST, "%s", cerr);
-        goto err;
-    }
+    if (sched_rc != 0) goto err;
     for (size_t i = 0; i < mv->num_instances; i++) {
         model_instance *inst = &mv->instances[i];
         inst->owner = mv;

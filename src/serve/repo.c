@@ -195,16 +195,14 @@ static int read_config(const char *model_dir, const char *name, model_config *cf
     } else {
         char *text;
         size_t len;
-        char err[1024];
         if (read_file(path, &text, &len) != 0) {
             rc = serve_fail(e, SERVE_BAD_REQUEST, "cannot read %s: %s", path, strerror(errno));
         } else {
-            rc = config_model_parse(text, len, path, cfg, err, sizeof err);
+            rc = config_model_parse(text, len, path, cfg, e);
             free(text);
-            if (rc) serve_fail(e, SERVE_BAD_REQUEST, "%s", err);
-            else if (!cfg->name) {
+            if (!rc && !cfg->name) {
                 if (!(cfg->name = strdup(name))) rc = serve_fail(e, SERVE_INTERNAL, "out of memory");
-            } else if (strcmp(cfg->name, name) != 0) {
+            } else if (!rc && strcmp(cfg->name, name) != 0) {
                 rc = serve_fail(e, SERVE_BAD_REQUEST, "%s: name '%s' differs from the model's folder name '%s'", path, cfg->name, name);
                 config_model_free(cfg);
             }
