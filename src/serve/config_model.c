@@ -50,7 +50,9 @@ static int cfail(cctx *c, const config_field *f, const char *path, const char *f
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (f) return serve_fail(c->e, SERVE_BAD_REQUEST, "%s: line %d, column %d: field '%s': %s", c->file, f->line, f->col, path, what);
+    if (f)
+        return serve_fail(c->e, SERVE_BAD_REQUEST, "%s: line %d, column %d: field '%s': %s", c->file, f->line, f->col,
+                          path, what);
     return serve_fail(c->e, SERVE_BAD_REQUEST, "%s: field '%s': %s", c->file, path, what);
 }
 
@@ -692,12 +694,13 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
                     if ((pass ? cinfer_model_output_info(model, k, &vi) : cinfer_model_input_info(model, k, &vi)) != CINFER_OK) goto oom;
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", k ? ", " : "", vi.name);
                 }
-                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' is not an %s of the model (model %ss: %s)", what, t->name, what, what, names);
+                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' is not an %s of the model (model %ss: %s)", what,
+                           t->name, what, what, names);
                 return -1;
             }
             if (vi.dtype != t->dtype) {
                 serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' has data_type %s but the model's is %s", what, t->name,
-                         config_type_name(t->dtype), config_type_name(vi.dtype));
+                           config_type_name(t->dtype), config_type_name(vi.dtype));
                 return -1;
             }
             if (vi.ndim < 0) continue;
@@ -708,17 +711,18 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
             char want[160], have[160];
             dims_text(have, sizeof have, vi.dims, vi.ndim);
             if (batched && vi.ndim >= 1 && vi.dims[0] >= 0) {
-                serve_fail(e, SERVE_BAD_REQUEST, "max_batch_size is %d but model %s '%s' has a fixed first dim (shape %s); "
-                                       "batching needs a dynamic first dim (or set max_batch_size: 0)",
-                         cfg->max_batch_size, what, t->name, have);
+                serve_fail(e, SERVE_BAD_REQUEST,
+                           "max_batch_size is %d but model %s '%s' has a fixed first dim (shape %s); "
+                           "batching needs a dynamic first dim (or set max_batch_size: 0)",
+                           cfg->max_batch_size, what, t->name, have);
                 return -1;
             }
             int ok = fn == vi.ndim;
             for (int d = 0; ok && d < fn; d++) ok = vi.dims[d] < 0 || full[d] < 0 || vi.dims[d] == full[d];
             if (!ok) {
                 dims_text(want, sizeof want, t->dims, t->ndims);
-                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' has dims %s%s but the model's shape is %s", what, t->name, want,
-                         batched ? " (plus the batch dim)" : "", have);
+                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' has dims %s%s but the model's shape is %s", what,
+                           t->name, want, batched ? " (plus the batch dim)" : "", have);
                 return -1;
             }
         }

@@ -347,8 +347,8 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
         /* not closed: libmicrohttpd may have closed it already on some failure paths, and closing a reused descriptor
          * would hit another file; the server does not start, so the process exits soon */
         free(s);
-        return serve_fail(e, 500, "cannot serve %s on %s:%d (libmicrohttpd failed to start; its reason is logged above)",
-                          opt->what ? opt->what : "HTTP", opt->host, opt->port);
+        return serve_fail(e, 500, "cannot serve %s on %s:%d (libmicrohttpd failed to start: its reason is logged "
+                                  "above)", opt->what ? opt->what : "HTTP", opt->host, opt->port);
     }
     *out = s; /* the daemon owns fd now: MHD_stop_daemon closes it, unless quiesced (http_server_quiesce) */
     return 0;

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 int listen_socket_in_use(const char *host, int port, const char *what, serve_error *e) {
-    return serve_fail(e, SERVE_UNAVAILABLE, "port %d is in use (%s): another process listens on %s:%d; stop it or choose "
-                                            "another port", port, what, host, port);
+    return serve_fail(e, SERVE_UNAVAILABLE, "port %d is in use (%s): another process listens on %s:%d; stop it or "
+                                            "choose another port", port, what, host, port);
 }
 
 int listen_socket_open(const char *host, int port, const char *what, int *fd, serve_error *e) {
@@ -40,7 +40,7 @@ int listen_socket_open(const char *host, int port, const char *what, int *fd, se
     if (s < 0) return serve_fail(e, SERVE_INTERNAL, "cannot create the %s socket: %s", what, strerror(errno));
     const int on = 1;
     int rc = setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    if (!rc && v6) rc = setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on); /* as libmicrohttpd did: no dual stack */
+    if (!rc && v6) rc = setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on); /* no dual stack, as MHD had it */
     if (rc != 0) {
         serve_fail(e, SERVE_INTERNAL, "cannot set up the %s socket: %s", what, strerror(errno));
         close(s);

@@ -25,8 +25,10 @@ int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, 
         const char *v = cfg->params[i].value;
         if (!strcmp(v, "429")) qp.full_status = SERVE_TOO_MANY_REQUESTS;
         else if (strcmp(v, "503") != 0) {
-            serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s' is '%s': use \"503\" (Triton's answer when the queue is full) "
-                                   "or \"429\" (Too Many Requests)", model_name, SCHEDULER_PARAM_QUEUE_FULL_STATUS, v);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s' is '%s': use \"503\" (Triton's answer when the queue is full) "
+                       "or \"429\" (Too Many Requests)",
+                       model_name, SCHEDULER_PARAM_QUEUE_FULL_STATUS, v);
             return -1;
         }
     }
