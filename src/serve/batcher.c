@@ -154,23 +154,27 @@ static void dims_text(char *buf, size_t n, const config_tensor *t) {
 
 /* Checks that config dim `dim` (batch dim not counted) of t exists and is variable. */
 static int check_pad_dim(const model_config *cfg, const char *key, const char *item, const config_tensor *t, long dim,
-                         char *err, size_t err_len) {
+                         serve_error *e) {
     char dt[160];
     dims_text(dt, sizeof dt, t);
     if (dim >= t->ndims) {
-        snprintf(err, err_len, "model '%s' parameter '%s', item '%s': '%s' has dims %s, so dim %ld does not exist (dims count "
-                               "from 0 as in config.pbtxt, without the batch dim)", cfg->name, key, item, t->name, dt, dim);
+        serve_fail(e, SERVE_BAD_REQUEST,
+                   "model '%s' parameter '%s', item '%s': '%s' has dims %s, so dim %ld does not exist (dims count "
+                   "from 0 as in config.pbtxt, without the batch dim)",
+                   cfg->name, key, item, t->name, dt, dim);
         return -1;
     }
     if (t->dims[dim] != -1) {
-        snprintf(err, err_len, "model '%s' parameter '%s', item '%s': dim %ld of '%s' (dims %s) is fixed at %" PRId64
-                               "; only variable (-1) dims can be padded", cfg->name, key, item, dim, t->name, dt, t->dims[dim]);
+        serve_fail(e, SERVE_BAD_REQUEST,
+                   "model '%s' parameter '%s', item '%s': dim %ld of '%s' (dims %s) is fixed at %" PRId64
+                   "; only variable (-1) dims can be padded",
+                   cfg->name, key, item, dim, t->name, dt, t->dims[dim]);
         return -1;
     }
     return 0;
 }
 
-static int parse_pad_inputs(batcher_policy *p, const model_config *cfg, const char *text, char *err, size_t err_len) {
+static int parse_pad_inputs(batcher_policy *p, const model_config *cfg, const char *text, serve_error *e) {
     const char *key = BATCHER_PARAM_PAD_INPUTS;
     int any = 0;
     char item[256], copy[256];
@@ -180,30 +184,32 @@ static int parse_pad_inputs(batcher_policy *p, const model_config *cfg, const ch
         long dim;
         if (eq) *eq = 0;
         if (!eq || split_name_dim(copy, &name, &dim) != 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s': item '%s' is not INPUT:DIM=VALUE (e.g. \"tokens:0=0, mask:0=0\")",
-                     cfg->name, key, item);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s': item '%s' is not INPUT:DIM=VALUE (e.g. \"tokens:0=0, mask:0=0\")",
+                       cfg->name, key, item);
             return -1;
         }
         char value[64];
         trimmed(value, sizeof value, eq + 1, strlen(eq + 1));
         int k = find_tensor(cfg->inputs, cfg->num_inputs, name);
         if (k < 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s', item '%s': '%s' is not an input of the model", cfg->name, key,
-                     item, name);
+            serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s', item '%s': '%s' is not an input of the model",
+                       cfg->name, key, item, name);
             return -1;
         }
         const config_tensor *t = &cfg->inputs[k];
-        if (check_pad_dim(cfg, key, item, t, dim, err, err_len) != 0) return -1;
+        if (check_pad_dim(cfg, key, item, t, dim, e) != 0) return -1;
         batcher_pad *pd = &p->pad[k];
         unsigned char v[8];
         if (encode_value(value, t->dtype, v) != 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s', item '%s': pad value '%s' is not a %s value", cfg->name, key, item,
-                     value, config_type_name(t->dtype));
+            serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s', item '%s': pad value '%s' is not a %s value",
+                       cfg->name, key, item, value, config_type_name(t->dtype));
             return -1;
         }
         if (pd->dims && memcmp(pd->value, v, sizeof v) != 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s', item '%s': input '%s' is padded with two different values",
-                     cfg->name, key, item, name);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s', item '%s': input '%s' is padded with two different values",
+                       cfg->name, key, item, name);
             return -1;
         }
         memcpy(pd->value, v, sizeof v);
@@ -212,13 +218,14 @@ static int parse_pad_inputs(batcher_policy *p, const model_config *cfg, const ch
         any = 1;
     }
     if (!any) {
-        snprintf(err, err_len, "model '%s' parameter '%s' lists no input (give INPUT:DIM=VALUE, ...)", cfg->name, key);
+        serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s' lists no input (give INPUT:DIM=VALUE, ...)",
+                   cfg->name, key);
         return -1;
     }
     return 0;
 }
 
-static int parse_pad_outputs(batcher_policy *p, const model_config *cfg, const char *text, char *err, size_t err_len) {
+static int parse_pad_outputs(batcher_policy *p, const model_config *cfg, const char *text, serve_error *e) {
     const char *key = BATCHER_PARAM_PAD_OUTPUTS;
     char item[256], copy[256];
     for (const char *s = text; next_list_item(&s, item, sizeof item);) {
@@ -227,26 +234,29 @@ static int parse_pad_outputs(batcher_policy *p, const model_config *cfg, const c
         long odim, idim;
         if (eq) *eq = 0;
         if (!eq || split_name_dim(copy, &oname, &odim) != 0 || split_name_dim(eq + 1, &iname, &idim) != 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s': item '%s' is not OUTPUT:DIM=INPUT:DIM (e.g. \"per_token:0=mask:0\")",
-                     cfg->name, key, item);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s': item '%s' is not OUTPUT:DIM=INPUT:DIM (e.g. \"per_token:0=mask:0\")",
+                       cfg->name, key, item);
             return -1;
         }
         while (isspace((unsigned char)*iname)) iname++;
         int o = find_tensor(cfg->outputs, cfg->num_outputs, oname), k = find_tensor(cfg->inputs, cfg->num_inputs, iname);
         if (o < 0 || k < 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s', item '%s': '%s' is not an %s of the model", cfg->name, key, item,
-                     o < 0 ? oname : iname, o < 0 ? "output" : "input");
+            serve_fail(e, SERVE_BAD_REQUEST, "model '%s' parameter '%s', item '%s': '%s' is not an %s of the model",
+                       cfg->name, key, item, o < 0 ? oname : iname, o < 0 ? "output" : "input");
             return -1;
         }
-        if (check_pad_dim(cfg, key, item, &cfg->outputs[o], odim, err, err_len) != 0) return -1;
+        if (check_pad_dim(cfg, key, item, &cfg->outputs[o], odim, e) != 0) return -1;
         if (!(p->pad[k].dims & (1u << (idim + 1)))) {
-            snprintf(err, err_len, "model '%s' parameter '%s', item '%s': dim %ld of input '%s' is not padded (list it in '%s')",
-                     cfg->name, key, item, idim, iname, BATCHER_PARAM_PAD_INPUTS);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s', item '%s': dim %ld of input '%s' is not padded (list it in '%s')",
+                       cfg->name, key, item, idim, iname, BATCHER_PARAM_PAD_INPUTS);
             return -1;
         }
         if (p->trim[o].dim) {
-            snprintf(err, err_len, "model '%s' parameter '%s', item '%s': output '%s' is listed twice (one trimmed dim per output)",
-                     cfg->name, key, item, oname);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s', item '%s': output '%s' is listed twice (one trimmed dim per output)",
+                       cfg->name, key, item, oname);
             return -1;
         }
         p->trim[o] = (batcher_trim){.dim = (int)odim + 1, .input = (size_t)k, .input_dim = (int)idim + 1};
@@ -255,7 +265,7 @@ static int parse_pad_outputs(batcher_policy *p, const model_config *cfg, const c
 }
 
 /* BATCHER_PARAM_BUCKETS into p->buckets (ascending, unique, ending with the max batch). */
-static int parse_buckets(batcher_policy *p, const model_config *cfg, char *err, size_t err_len) {
+static int parse_buckets(batcher_policy *p, const model_config *cfg, serve_error *e) {
     const char *v = param(cfg, BATCHER_PARAM_BUCKETS);
     if (!v) v = "auto";
     if (!p->dynamic || p->max_batch <= 1 || !strcmp(v, "none")) return 0;
@@ -272,8 +282,10 @@ static int parse_buckets(batcher_policy *p, const model_config *cfg, char *err, 
             errno = 0;
             long long b = strtoll(item, &end, 10);
             if (end == item || errno || b < 1 || *end || n == 63) {
-                snprintf(err, err_len, "model '%s': parameter '%s' is '%s': use auto, none, pow2 or a list of batch sizes "
-                         "like 1,2,4,8 (at most 63)", cfg->name, BATCHER_PARAM_BUCKETS, v);
+                serve_fail(e, SERVE_BAD_REQUEST,
+                           "model '%s': parameter '%s' is '%s': use auto, none, pow2 or a list of batch sizes "
+                           "like 1,2,4,8 (at most 63)",
+                           cfg->name, BATCHER_PARAM_BUCKETS, v);
                 return -1;
             }
             if (b < p->max_batch) list[n++] = b;
@@ -283,7 +295,7 @@ static int parse_buckets(batcher_policy *p, const model_config *cfg, char *err, 
     qsort(list, n, sizeof list[0], cmp_i64);
     p->buckets = malloc(n * sizeof *p->buckets);
     if (!p->buckets) {
-        snprintf(err, err_len, "model '%s': out of memory", cfg->name);
+        serve_fail(e, SERVE_INTERNAL, "model '%s': out of memory", cfg->name);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -298,12 +310,12 @@ int64_t batcher_bucket(const batcher_policy *p, int64_t total, int gpu, int64_t 
     return total;
 }
 
-int batcher_policy_init(batcher_policy *p, const model_config *cfg, char *err, size_t err_len) {
+int batcher_policy_init(batcher_policy *p, const model_config *cfg, serve_error *e) {
     memset(p, 0, sizeof *p);
     p->mask_input = -1;
     p->num_inputs = cfg->num_inputs;
     p->num_outputs = cfg->num_outputs;
-    p->dynamic = cfg->max_batch_size > 0 && cfg->dynamic_batching.present;
+    p->dynamic = config_batches(cfg) && cfg->dynamic_batching.present;
     p->max_batch = 1;
     const config_dynamic_batching *d = &cfg->dynamic_batching;
     if (p->dynamic) {
@@ -319,38 +331,43 @@ int batcher_policy_init(batcher_policy *p, const model_config *cfg, char *err, s
         }
         p->max_batch = p->num_preferred ? p->preferred[p->num_preferred - 1] : cfg->max_batch_size;
     }
-    if (parse_buckets(p, cfg, err, err_len) != 0) return -1;
+    if (parse_buckets(p, cfg, e) != 0) return -1;
     const char *pin = param(cfg, BATCHER_PARAM_PAD_INPUTS), *pmask = param(cfg, BATCHER_PARAM_PAD_MASK),
                *pout = param(cfg, BATCHER_PARAM_PAD_OUTPUTS);
     if (!pin && !pmask && !pout) return 0;
     if (!pin) {
-        snprintf(err, err_len, "model '%s': parameter '%s' needs '%s' (which inputs pad, along which dim, with what value)",
-                 cfg->name, pmask ? BATCHER_PARAM_PAD_MASK : BATCHER_PARAM_PAD_OUTPUTS, BATCHER_PARAM_PAD_INPUTS);
+        serve_fail(e, SERVE_BAD_REQUEST,
+                   "model '%s': parameter '%s' needs '%s' (which inputs pad, along which dim, with what value)",
+                   cfg->name, pmask ? BATCHER_PARAM_PAD_MASK : BATCHER_PARAM_PAD_OUTPUTS, BATCHER_PARAM_PAD_INPUTS);
         goto fail;
     }
     if (!p->dynamic) {
-        snprintf(err, err_len, "model '%s': parameter '%s' needs a batching model with dynamic batching (max_batch_size >= 1 "
-                               "and a dynamic_batching block); it has max_batch_size %d%s",
-                 cfg->name, BATCHER_PARAM_PAD_INPUTS, cfg->max_batch_size, d->present ? "" : " and no dynamic_batching");
+        serve_fail(e, SERVE_BAD_REQUEST,
+                   "model '%s': parameter '%s' needs a batching model with dynamic batching (max_batch_size >= 1 "
+                   "and a dynamic_batching block); it has max_batch_size %d%s",
+                   cfg->name, BATCHER_PARAM_PAD_INPUTS, cfg->max_batch_size,
+                   d->present ? "" : " and no dynamic_batching");
         goto fail;
     }
     p->pad = calloc(cfg->num_inputs ? cfg->num_inputs : 1, sizeof *p->pad);
     p->trim = calloc(cfg->num_outputs ? cfg->num_outputs : 1, sizeof *p->trim);
     if (!p->pad || !p->trim) goto oom;
-    if (parse_pad_inputs(p, cfg, pin, err, err_len) != 0) goto fail;
+    if (parse_pad_inputs(p, cfg, pin, e) != 0) goto fail;
     char mask[256];
     trimmed(mask, sizeof mask, pmask ? pmask : "", pmask ? strlen(pmask) : 0);
     p->mask_input = find_tensor(cfg->inputs, cfg->num_inputs, mask);
     if (!mask[0] || p->mask_input < 0 || !p->pad[p->mask_input].dims) {
-        snprintf(err, err_len, "model '%s': padding needs parameter '%s' naming the padded input that masks the padding out "
-                               "(got '%s'%s)", cfg->name, BATCHER_PARAM_PAD_MASK, mask,
-                 !mask[0] ? ": missing" : p->mask_input < 0 ? ": not an input" : ": not listed in " BATCHER_PARAM_PAD_INPUTS);
+        serve_fail(e, SERVE_BAD_REQUEST,
+                   "model '%s': padding needs parameter '%s' naming the padded input that masks the padding out "
+                   "(got '%s'%s)",
+                   cfg->name, BATCHER_PARAM_PAD_MASK, mask,
+                   !mask[0] ? ": missing" : p->mask_input < 0 ? ": not an input" : ": not listed in " BATCHER_PARAM_PAD_INPUTS);
         goto fail;
     }
-    if (pout && parse_pad_outputs(p, cfg, pout, err, err_len) != 0) goto fail;
+    if (pout && parse_pad_outputs(p, cfg, pout, e) != 0) goto fail;
     return 0;
 oom:
-    snprintf(err, err_len, "model '%s': out of memory building the batcher", cfg->name);
+    serve_fail(e, SERVE_INTERNAL, "model '%s': out of memory building the batcher", cfg->name);
 fail:
     batcher_policy_free(p);
     return -1;

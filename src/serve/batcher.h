@@ -74,8 +74,8 @@ int64_t batcher_bucket(const batcher_policy *p, int64_t total, int gpu, int64_t 
 /* Builds the policy from a completed config. Reads the padding parameters (BATCHER_PARAM_*) and checks them
  * against the config: inputs and outputs exist, each padded dim is a variable (-1) dim, pad values fit the data
  * type, the mask is one of the padded inputs, the model batches with dynamic_batching. Returns 0, or -1 with a
- * message naming the parameter, tensor and what was expected in err. */
-int batcher_policy_init(batcher_policy *p, const model_config *cfg, char *err, size_t err_len);
+ * message naming the parameter, tensor and what was expected in e (400; 500 when out of memory). */
+int batcher_policy_init(batcher_policy *p, const model_config *cfg, serve_error *e);
 void batcher_policy_free(batcher_policy *p);
 
 /* One formed batch. `reqs` has room for max(1, max_batch) requests (batcher_batch_init). */

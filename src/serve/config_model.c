@@ -39,21 +39,21 @@ const char *config_type_name(cinfer_dtype t) {
 
 typedef struct cctx {
     const char *file;
-    char *err;
-    size_t err_len;
+    serve_error *e;
 } cctx;
 
 static int cfail(cctx *c, const config_field *f, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int cfail(cctx *c, const config_field *f, const char *path, const char *fmt, ...) {
-    int n = f ? snprintf(c->err, c->err_len, "%s: line %d, column %d: field '%s': ", c->file, f->line, f->col, path)
-              : snprintf(c->err, c->err_len, "%s: field '%s': ", c->file, path);
-    if (n < 0 || (size_t)n >= c->err_len) return -1;
+    char what[sizeof c->e->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err + n, c->err_len - (size_t)n, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return -1;
+    if (f)
+        return serve_fail(c->e, SERVE_BAD_REQUEST, "%s: line %d, column %d: field '%s': %s", c->file, f->line, f->col,
+                          path, what);
+    return serve_fail(c->e, SERVE_BAD_REQUEST, "%s: field '%s': %s", c->file, path, what);
 }
 
 static const char *kind_name(config_kind k) {
@@ -515,16 +515,14 @@ int config_model_init_default(model_config *cfg, const char *name) {
     return cfg->name ? 0 : -1;
 }
 
-int config_model_parse(const char *text, size_t len, const char *file, model_config *cfg, char *err, size_t err_len) {
+int config_model_parse(const char *text, size_t len, const char *file, model_config *cfg, serve_error *e) {
     memset(cfg, 0, sizeof *cfg);
     set_defaults(cfg);
-    cctx c = {.file = file, .err = err, .err_len = err_len};
+    cctx c = {.file = file, .e = e};
     config_msg root;
-    char perr[512];
-    if (config_text_parse(text, len, &root, perr, sizeof perr) != 0) {
-        snprintf(err, err_len, "%s: %s", file, perr);
-        return -1;
-    }
+    serve_error text_error = {0};
+    if (config_text_parse(text, len, &root, &text_error) != 0)
+        return serve_fail(e, SERVE_BAD_REQUEST, "%s: %s", file, text_error.msg);
     static const char *const rep[] = {"input", "output", "instance_group", "model_warmup", "parameters", NULL};
     int rc = check_duplicates(&c, &root, "ModelConfig", rep);
     for (size_t i = 0; !rc && i < root.num_fields; i++) {
@@ -601,9 +599,9 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
          !strcmp(cfg->default_model_filename, "..")))
         rc = cfail(&c, NULL, "default_model_filename", "'%s' must be a file name inside the version folder (no '/', not '.' "
                    "or '..')", cfg->default_model_filename);
-    if (!rc && cfg->dynamic_batching.present && cfg->max_batch_size == 0 && cfg->dynamic_batching.num_preferred)
+    if (!rc && cfg->dynamic_batching.present && !config_batches(cfg) && cfg->dynamic_batching.num_preferred)
         rc = cfail(&c, NULL, "dynamic_batching.preferred_batch_size", "needs max_batch_size >= 1");
-    for (size_t i = 0; !rc && cfg->max_batch_size > 0 && i < cfg->num_warmups; i++)
+    for (size_t i = 0; !rc && config_batches(cfg) && i < cfg->num_warmups; i++)
         if (cfg->warmups[i].batch_size > (uint32_t)cfg->max_batch_size)
             rc = cfail(&c, NULL, "model_warmup.batch_size", "%u (warm-up '%s') exceeds max_batch_size %d",
                        cfg->warmups[i].batch_size, cfg->warmups[i].name ? cfg->warmups[i].name : "", cfg->max_batch_size);
@@ -643,7 +641,7 @@ static void dims_text(char *buf, size_t n, const int64_t *dims, int nd) {
 }
 
 int config_model_complete(model_config *cfg, const cinfer_model *model, int default_max_batch, char *note,
-                          size_t note_len, char *err, size_t err_len) {
+                          size_t note_len, serve_error *e) {
     note[0] = 0;
     size_t ni = cinfer_model_num_inputs(model), no = cinfer_model_num_outputs(model);
     cinfer_value_info vi;
@@ -661,7 +659,7 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
                                      "disable batching)", default_max_batch);
         }
     }
-    int batched = cfg->max_batch_size > 0;
+    int batched = config_batches(cfg);
     if (cfg->num_inputs == 0 && ni > 0) {
         cfg->inputs = calloc(ni, sizeof *cfg->inputs);
         if (!cfg->inputs) goto oom;
@@ -696,12 +694,13 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
                     if ((pass ? cinfer_model_output_info(model, k, &vi) : cinfer_model_input_info(model, k, &vi)) != CINFER_OK) goto oom;
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", k ? ", " : "", vi.name);
                 }
-                snprintf(err, err_len, "config %s '%s' is not an %s of the model (model %ss: %s)", what, t->name, what, what, names);
+                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' is not an %s of the model (model %ss: %s)", what,
+                           t->name, what, what, names);
                 return -1;
             }
             if (vi.dtype != t->dtype) {
-                snprintf(err, err_len, "config %s '%s' has data_type %s but the model's is %s", what, t->name,
-                         config_type_name(t->dtype), config_type_name(vi.dtype));
+                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' has data_type %s but the model's is %s", what, t->name,
+                           config_type_name(t->dtype), config_type_name(vi.dtype));
                 return -1;
             }
             if (vi.ndim < 0) continue;
@@ -712,17 +711,18 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
             char want[160], have[160];
             dims_text(have, sizeof have, vi.dims, vi.ndim);
             if (batched && vi.ndim >= 1 && vi.dims[0] >= 0) {
-                snprintf(err, err_len, "max_batch_size is %d but model %s '%s' has a fixed first dim (shape %s); "
-                                       "batching needs a dynamic first dim (or set max_batch_size: 0)",
-                         cfg->max_batch_size, what, t->name, have);
+                serve_fail(e, SERVE_BAD_REQUEST,
+                           "max_batch_size is %d but model %s '%s' has a fixed first dim (shape %s); "
+                           "batching needs a dynamic first dim (or set max_batch_size: 0)",
+                           cfg->max_batch_size, what, t->name, have);
                 return -1;
             }
             int ok = fn == vi.ndim;
             for (int d = 0; ok && d < fn; d++) ok = vi.dims[d] < 0 || full[d] < 0 || vi.dims[d] == full[d];
             if (!ok) {
                 dims_text(want, sizeof want, t->dims, t->ndims);
-                snprintf(err, err_len, "config %s '%s' has dims %s%s but the model's shape is %s", what, t->name, want,
-                         batched ? " (plus the batch dim)" : "", have);
+                serve_fail(e, SERVE_BAD_REQUEST, "config %s '%s' has dims %s%s but the model's shape is %s", what,
+                           t->name, want, batched ? " (plus the batch dim)" : "", have);
                 return -1;
             }
         }
@@ -732,13 +732,13 @@ int config_model_complete(model_config *cfg, const cinfer_model *model, int defa
         size_t i;
         for (i = 0; i < cfg->num_inputs && strcmp(cfg->inputs[i].name, vi.name) != 0; i++) {}
         if (i == cfg->num_inputs) {
-            snprintf(err, err_len, "model input '%s' is missing from the config's input list", vi.name);
+            serve_fail(e, SERVE_BAD_REQUEST, "model input '%s' is missing from the config's input list", vi.name);
             return -1;
         }
     }
     return 0;
 oom:
-    snprintf(err, err_len, "reading the model's inputs and outputs failed: %s", cinfer_last_error());
+    serve_fail(e, SERVE_BAD_REQUEST, "reading the model's inputs and outputs failed: %s", cinfer_last_error());
     return -1;
 }
 

@@ -4,10 +4,12 @@
 #define SERVE_CONFIG_MODEL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cinfer/cinfer.h"
+#include "serve_error.h"
 
 typedef struct config_tensor {
     char *name;
@@ -95,18 +97,22 @@ typedef struct model_config {
     size_t num_params;
 } model_config;
 
+/* Whether the model batches (max_batch_size >= 1): its inputs and outputs then carry a leading batch dim that the
+ * config's dims leave out, requests may be batched together, and inferences count rows. The one test of it. */
+static inline bool config_batches(const model_config *cfg) { return cfg->max_batch_size > 0; }
+
 /* Parses config.pbtxt text into cfg (zeroed first). Unknown fields, wrong kinds of value and out-of-range
- * numbers are errors with "<file>: line L, column C: field 'input.dims': ..." in err. */
-int config_model_parse(const char *text, size_t len, const char *file, model_config *cfg, char *err, size_t err_len);
+ * numbers are errors (400) with "<file>: line L, column C: field 'input.dims': ..." in e. */
+int config_model_parse(const char *text, size_t len, const char *file, model_config *cfg, serve_error *e);
 /* A config with defaults only (a model directory without config.pbtxt). */
 int config_model_init_default(model_config *cfg, const char *name);
 /* Fills what the config leaves out from the loaded model: inputs and outputs (names, types, dims) and, when the
  * config sets neither max_batch_size nor inputs and every input and output has a dynamic first dim,
  * max_batch_size = default_max_batch (0 disables) with dynamic_batching {} (as Triton's ONNX backend). `note`
  * receives a sentence saying what was chosen ("" when nothing). Then checks the config against the model (names,
- * types, dims, batch dim). Returns 0 or -1 + err. */
+ * types, dims, batch dim). Returns 0 or -1 with the reason in e (400). */
 int config_model_complete(model_config *cfg, const cinfer_model *model, int default_max_batch, char *note,
-                          size_t note_len, char *err, size_t err_len);
+                          size_t note_len, serve_error *e);
 /* The config as Triton prints it (snake_case, every field, enums as strings). New reference. */
 json_t *config_model_to_json(const model_config *cfg);
 void config_model_free(model_config *cfg);

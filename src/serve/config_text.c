@@ -19,8 +19,7 @@ typedef struct parser {
     const char *s;
     size_t len, pos;
     int line, col;
-    char *err;
-    size_t err_len;
+    serve_error *e;
     int failed;
 } parser;
 
@@ -28,13 +27,12 @@ static int fail(parser *p, int line, int col, const char *fmt, ...) __attribute_
 static int fail(parser *p, int line, int col, const char *fmt, ...) {
     if (p->failed) return -1;
     p->failed = 1;
-    int n = snprintf(p->err, p->err_len, "line %d, column %d: ", line, col);
-    if (n < 0 || (size_t)n >= p->err_len) return -1;
+    char what[sizeof p->e->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->err + n, p->err_len - (size_t)n, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return -1;
+    return serve_fail(p->e, SERVE_BAD_REQUEST, "line %d, column %d: %s", line, col, what);
 }
 
 static int peekc(const parser *p) { return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1; }
@@ -341,10 +339,9 @@ static int parse_message(parser *p, config_msg *m, int close, int depth, int lin
     }
 }
 
-int config_text_parse(const char *src, size_t len, config_msg *out, char *err, size_t err_len) {
-    parser p = {.s = src, .len = len, .line = 1, .col = 1, .err = err, .err_len = err_len};
+int config_text_parse(const char *src, size_t len, config_msg *out, serve_error *e) {
+    parser p = {.s = src, .len = len, .line = 1, .col = 1, .e = e};
     memset(out, 0, sizeof *out);
-    if (err_len) err[0] = 0;
     if (memchr(src, 0, len)) {
         const char *z = memchr(src, 0, len);
         for (size_t i = 0; i < (size_t)(z - src); i++) advance(&p);

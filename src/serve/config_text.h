@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "serve_error.h"
+
 typedef enum config_kind {
     CONFIG_STRING,  /* "..." or '...' (escapes decoded, adjacent literals joined); text may hold NUL bytes */
     CONFIG_NUMBER,  /* 12, -3, 0x1f, 1.5e3, -inf, nan: text as written (sign included) */
@@ -29,8 +31,8 @@ struct config_field {
     config_msg msg; /* for CONFIG_MESSAGE */
 };
 
-/* Parses `len` bytes of text format into `out`. Returns 0, or -1 with "line L, column C: <what>" in err. */
-int config_text_parse(const char *src, size_t len, config_msg *out, char *err, size_t err_len);
+/* Parses `len` bytes of text format into `out`. Returns 0, or -1 with "line L, column C: <what>" in e (400). */
+int config_text_parse(const char *src, size_t len, config_msg *out, serve_error *e);
 /* Releases what config_text_parse allocated; NULL or an empty message is a no-op. */
 void config_msg_free(config_msg *m);
 

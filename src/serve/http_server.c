@@ -5,9 +5,7 @@
  * response. The completion callback frees the request and decrements the in-flight count. */
 #include "http_server.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "listen_socket.h"
 #include "log.h"
 
 struct http_server {
@@ -328,39 +327,30 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     http_server *s = calloc(1, sizeof *s);
     if (!s) return serve_fail(e, 500, "out of memory");
     s->opt = *opt;
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (strchr(opt->host, ':')) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)opt->port);
-        if (inet_pton(AF_INET6, opt->host, &a->sin6_addr) != 1) {
-            free(s);
-            return serve_fail(e, 400, "--host '%s' is not an IPv6 address", opt->host);
-        }
-        flags |= MHD_USE_IPv6;
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)opt->port);
-        if (inet_pton(AF_INET, opt->host, &a->sin_addr) != 1) {
-            free(s);
-            return serve_fail(e, 400, "--host '%s' is not an IPv4 address", opt->host);
-        }
+    if (strchr(opt->host, ':')) flags |= MHD_USE_IPv6;
+    /* bound here, not by libmicrohttpd, whose address reuse option also set SO_REUSEPORT: a second server then shared
+     * the port (listen_socket.h) */
+    int fd;
+    if (listen_socket_open(opt->host, opt->port, opt->what ? opt->what : "HTTP", &fd, e) != 0) {
+        free(s);
+        return -1;
     }
     /* a pool of one is no pool: then MHD runs one internal polling thread and must not be given a pool size */
     struct MHD_OptionItem pool[] = {{MHD_OPTION_THREAD_POOL_SIZE, opt->threads, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (opt->threads < 2) pool[0].option = MHD_OPTION_END;
     s->d = MHD_start_daemon(flags, (uint16_t)opt->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_ARRAY, pool,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
     if (!s->d) {
+        /* not closed: libmicrohttpd may have closed it already on some failure paths, and closing a reused descriptor
+         * would hit another file; the server does not start, so the process exits soon */
         free(s);
-        return serve_fail(e, 500, "cannot listen on %s:%d (port in use, or address not available)", opt->host, opt->port);
+        return serve_fail(e, 500, "cannot serve %s on %s:%d (libmicrohttpd failed to start: its reason is logged "
+                                  "above)", opt->what ? opt->what : "HTTP", opt->host, opt->port);
     }
-    *out = s;
+    *out = s; /* the daemon owns fd now: MHD_stop_daemon closes it, unless quiesced (http_server_quiesce) */
     return 0;
 }
 

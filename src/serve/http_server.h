@@ -39,6 +39,7 @@ struct http_request {
 typedef struct http_options {
     const char *host;             /* IPv4 or IPv6 literal */
     int port;
+    const char *what;             /* the front end, named in errors ("HTTP", "metrics"); NULL = "HTTP" */
     int threads;                  /* thread pool size */
     size_t max_body;              /* bytes after decompression */
     http_handler handler;

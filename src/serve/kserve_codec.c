@@ -594,7 +594,7 @@ static int bind_raw(kserve_infer_request *r, const model_config *cfg, serve_erro
     in->dtype = t->dtype;
     in->data = r->raw_data;
     in->byte_size = r->raw_size;
-    if (cfg->max_batch_size > 0) in->shape[in->ndim++] = 1;
+    if (config_batches(cfg)) in->shape[in->ndim++] = 1;
     int var = -1;
     int64_t fixed = 1;
     for (int d = 0; d < t->ndims; d++) {
@@ -619,7 +619,7 @@ static int bind_raw(kserve_infer_request *r, const model_config *cfg, serve_erro
 int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_tensor *tensors, int64_t *batch_size,
                        serve_error *e) {
     if (r->raw && !r->num_inputs && bind_raw(r, cfg, e) != 0) return -1;
-    int batched = cfg->max_batch_size > 0;
+    int batched = config_batches(cfg);
     int64_t batch = -1;
     for (size_t i = 0; i < r->num_inputs; i++) {
         const kserve_input *in = &r->inputs[i];

@@ -88,7 +88,7 @@ static void model_metadata(server *s, http_request *r, model_version *mv) {
             json_array_append(versions, json_object_get(en, "version"));
     }
     json_decref(index);
-    int batched = mv->cfg.max_batch_size > 0;
+    int batched = config_batches(&mv->cfg);
     http_respond_json(r, 200, json_pack("{s:s, s:o, s:s, s:o, s:o}", "name", mv->name, "versions", versions, "platform",
                                         "onnxruntime_onnx", "inputs", tensors_meta(mv->cfg.inputs, mv->cfg.num_inputs, batched),
                                         "outputs", tensors_meta(mv->cfg.outputs, mv->cfg.num_outputs, batched)));

@@ -195,16 +195,14 @@ static int read_config(const char *model_dir, const char *name, model_config *cf
     } else {
         char *text;
         size_t len;
-        char err[1024];
         if (read_file(path, &text, &len) != 0) {
             rc = serve_fail(e, SERVE_BAD_REQUEST, "cannot read %s: %s", path, strerror(errno));
         } else {
-            rc = config_model_parse(text, len, path, cfg, err, sizeof err);
+            rc = config_model_parse(text, len, path, cfg, e);
             free(text);
-            if (rc) serve_fail(e, SERVE_BAD_REQUEST, "%s", err);
-            else if (!cfg->name) {
+            if (!rc && !cfg->name) {
                 if (!(cfg->name = strdup(name))) rc = serve_fail(e, SERVE_INTERNAL, "out of memory");
-            } else if (strcmp(cfg->name, name) != 0) {
+            } else if (!rc && strcmp(cfg->name, name) != 0) {
                 rc = serve_fail(e, SERVE_BAD_REQUEST, "%s: name '%s' differs from the model's folder name '%s'", path, cfg->name, name);
                 config_model_free(cfg);
             }
@@ -356,24 +354,37 @@ static void retire_entries(repo_entry *ents, size_t n) {
     entries_free_list(ents, n);
 }
 
-/* ops lock held */
+/* Loads or reloads `name` (ops lock held), at startup, on POST .../load and in poll mode alike. Every failure is
+ * logged once with its reason: a version that fails by itself in load_versions (naming the version), anything
+ * else here (the model's config, its version folders, an unknown model). */
 static int load_model_locked(repo *r, const char *name, serve_error *e) {
-    if (!valid_name(name)) return serve_fail(e, SERVE_BAD_REQUEST, "'%s' is not a valid model name", name);
+    if (!valid_name(name)) {
+        serve_fail(e, SERVE_BAD_REQUEST, "'%s' is not a valid model name", name);
+        log_error("model '%s' failed to load: %s", name, e->msg);
+        return -1;
+    }
     char *mdir = path_join3(r->dir, name, NULL);
     int exists = mdir && is_dir(mdir);
     free(mdir);
-    if (!exists) return serve_fail(e, SERVE_NOT_FOUND, "model '%s' is not in the model repository '%s'", name, r->dir);
+    if (!exists) {
+        serve_fail(e, SERVE_NOT_FOUND, "model '%s' is not in the model repository '%s'", name, r->dir);
+        log_error("model '%s' failed to load: %s", name, e->msg);
+        return -1;
+    }
     char *sig = r->mode == REPO_CONTROL_POLL ? model_signature(r->dir, name) : NULL;
     repo_entry *ents;
     size_t n;
     int rc = load_versions(r, name, &ents, &n, e);
+    const size_t n_tried = n; /* versions tried; 0 when the model failed before (config, version folders) */
     pthread_mutex_lock(&r->lock);
     repo_model *m = model_entry(r, name, 1);
     if (!m) {
         pthread_mutex_unlock(&r->lock);
         retire_entries(ents, n);
         free(sig);
-        return serve_fail(e, SERVE_INTERNAL, "out of memory");
+        serve_fail(e, SERVE_INTERNAL, "out of memory");
+        log_error("model '%s' failed to load: %s", name, e->msg);
+        return -1;
     }
     m->wanted = 1;
     free(m->signature);
@@ -392,10 +403,14 @@ static int load_model_locked(repo *r, const char *name, serve_error *e) {
         m->reason = rc == 0 ? NULL : strdup(e->msg);
         ents = NULL;
         n = 0;
-    } else {
-        log_error("reloading model '%s' failed; the versions already loaded stay in service", name);
     }
     pthread_mutex_unlock(&r->lock);
+    /* versions that were tried logged their own reasons (load_versions); a failure before them is logged here */
+    const char *kept = had_ready ? "; the versions already loaded stay in service" : "";
+    if (rc != 0 && !n_tried)
+        log_error("model '%s' failed to %s: %s%s", name, had_ready ? "reload" : "load", e->msg, kept);
+    else if (rc != 0 && had_ready)
+        log_error("model '%s' failed to reload: no version loaded (the reasons are above)%s", name, kept);
     retire_entries(old, old_n);
     retire_entries(ents, n);
     return rc;

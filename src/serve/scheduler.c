@@ -11,7 +11,7 @@
 #include "stats.h"
 
 int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, const size_t *lane_group,
-                   const char *model_name, char *err, size_t err_len) {
+                   const char *model_name, serve_error *e) {
     memset(s, 0, sizeof *s);
     s->model_name = model_name;
     const config_dynamic_batching *d = &cfg->dynamic_batching;
@@ -25,12 +25,14 @@ int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, 
         const char *v = cfg->params[i].value;
         if (!strcmp(v, "429")) qp.full_status = SERVE_TOO_MANY_REQUESTS;
         else if (strcmp(v, "503") != 0) {
-            snprintf(err, err_len, "model '%s' parameter '%s' is '%s': use \"503\" (Triton's answer when the queue is full) "
-                                   "or \"429\" (Too Many Requests)", model_name, SCHEDULER_PARAM_QUEUE_FULL_STATUS, v);
+            serve_fail(e, SERVE_BAD_REQUEST,
+                       "model '%s' parameter '%s' is '%s': use \"503\" (Triton's answer when the queue is full) "
+                       "or \"429\" (Too Many Requests)",
+                       model_name, SCHEDULER_PARAM_QUEUE_FULL_STATUS, v);
             return -1;
         }
     }
-    if (batcher_policy_init(&s->policy, cfg, err, err_len) != 0) return -1;
+    if (batcher_policy_init(&s->policy, cfg, e) != 0) return -1;
     if (model_queue_init(&s->queue, &qp) != 0) goto oom;
     s->inst = calloc(num_instances ? num_instances : 1, sizeof *s->inst);
     if (!s->inst) goto oom;
@@ -50,7 +52,7 @@ int scheduler_init(scheduler *s, const model_config *cfg, size_t num_instances, 
     s->initialised = 1;
     return 0;
 oom:
-    snprintf(err, err_len, "model '%s': out of memory creating the scheduler", model_name);
+    serve_fail(e, SERVE_INTERNAL, "model '%s': out of memory creating the scheduler", model_name);
     batcher_policy_free(&s->policy);
     model_queue_destroy(&s->queue);
     free(s->inst);

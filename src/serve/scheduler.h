@@ -69,7 +69,7 @@ typedef struct scheduler {
  * num_lanes parked-lane states; lane i belongs to instance lane_group[i] (NULL: each lane its own instance).
  * Errors name the model and parameter. */
 int scheduler_init(scheduler *s, const model_config *cfg, size_t num_lanes, const size_t *lane_group,
-                   const char *model_name, char *err, size_t err_len);
+                   const char *model_name, serve_error *e);
 /* Lane i runs on a GPU (it pads its batches to the buckets); set before the workers start. */
 void scheduler_set_gpu(scheduler *s, size_t i, int gpu);
 /* Frees what scheduler_init made; the queue must be empty (after close and the workers' exit). */

@@ -1,4 +1,8 @@
-/* Errors inside the server: an HTTP status (Triton's mapping) plus a message naming the model, input or field. */
+/* Errors inside the server: an HTTP status (Triton's mapping) plus a message naming the model, input or field.
+ * The one convention of src/serve/: a fallible function takes `serve_error *e` last and returns 0, or -1 with the
+ * status and message set where the error was found (serve_fail); callers pass e on or answer with it, never
+ * rewrap its text into another buffer. Engine calls report through cinfer_last_error(), turned into a serve_error
+ * at the call. */
 #ifndef SERVE_ERROR_H
 #define SERVE_ERROR_H
 

@@ -27,16 +27,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         ready = 1;
     }
-    char err[1024] = "";
+    serve_error err = {0};
     /* the generic parser alone (it accepts any field names) */
     config_msg msg;
-    if (config_text_parse((const char *)data, size, &msg, err, sizeof err) == 0) config_msg_free(&msg);
-    else if (!strstr(err, "line ")) { fprintf(stderr, "fuzz_config: error without a position: %s\n", err); abort(); }
+    if (config_text_parse((const char *)data, size, &msg, &err) == 0) config_msg_free(&msg);
+    else if (!strstr(err.msg, "line ")) { fprintf(stderr, "fuzz_config: error without a position: %s\n", err.msg); abort(); }
 
     model_config cfg;
-    err[0] = '\0';
-    if (config_model_parse((const char *)data, size, "config.pbtxt", &cfg, err, sizeof err) != 0) {
-        if (!err[0]) { fprintf(stderr, "fuzz_config: config_model_parse failed without a message\n"); abort(); }
+    err = (serve_error){0};
+    if (config_model_parse((const char *)data, size, "config.pbtxt", &cfg, &err) != 0) {
+        if (!err.msg[0]) { fprintf(stderr, "fuzz_config: config_model_parse failed without a message\n"); abort(); }
         return 0;
     }
     json_t *j = config_model_to_json(&cfg);
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(s);
     json_decref(j);
     char note[512];
-    if (config_model_complete(&cfg, g_model, 4, note, sizeof note, err, sizeof err) == 0) {
+    if (config_model_complete(&cfg, g_model, 4, note, sizeof note, &err) == 0) {
         j = config_model_to_json(&cfg);
         json_decref(j);
     }

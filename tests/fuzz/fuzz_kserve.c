@@ -56,10 +56,10 @@ static void fuzz_abort(const char *what, const char *detail) {
 }
 
 static void setup(void) {
-    char err[512];
+    serve_error err = {0};
     for (size_t i = 0; i < NUM_CONFIGS; i++)
-        if (config_model_parse(CONFIGS[i], strlen(CONFIGS[i]), "fuzz config", &g_cfg[i], err, sizeof err) != 0)
-            fuzz_abort("a built-in model config does not parse", err);
+        if (config_model_parse(CONFIGS[i], strlen(CONFIGS[i]), "fuzz config", &g_cfg[i], &err) != 0)
+            fuzz_abort("a built-in model config does not parse", err.msg);
     g_verbose = getenv("FUZZ_VERBOSE") != NULL;
     serve_error e = {0};
     if (shm_registry_create(&g_shm, &e) != 0) fuzz_abort("shm_registry_create", e.msg);

@@ -13,9 +13,9 @@
 #define MS 1000000ull
 
 static int parse_cfg(const char *text, model_config *cfg) {
-    char err[512];
-    int rc = config_model_parse(text, strlen(text), "config.pbtxt", cfg, err, sizeof err);
-    if (rc) fprintf(stderr, "unexpected config error: %s\n", err);
+    serve_error err = {0};
+    int rc = config_model_parse(text, strlen(text), "config.pbtxt", cfg, &err);
+    if (rc) fprintf(stderr, "unexpected config error: %s\n", err.msg);
     return rc == 0;
 }
 
@@ -47,12 +47,13 @@ static const char *BATCH_CFG = "name: \"m\" max_batch_size: 16 input { name: \"x
 
 static void test_preferred_and_delay(void) {
     model_config cfg;
-    char text[1024], err[512];
+    char text[1024];
+    serve_error err = {0};
     snprintf(text, sizeof text, "%s dynamic_batching { preferred_batch_size: [ 8, 4 ] max_queue_delay_microseconds: 1000 }",
              BATCH_CFG);
     CHECK(parse_cfg(text, &cfg));
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0);
+    CHECK(batcher_policy_init(&p, &cfg, &err) == 0);
     CHECK(p.dynamic && p.max_batch == 8 && p.num_preferred == 2 && p.preferred[0] == 4 && p.max_delay_ns == MS);
     model_queue q;
     CHECK(model_queue_init(&q, &one_level) == 0);
@@ -89,11 +90,12 @@ static void test_preferred_and_delay(void) {
 
 static void test_no_preferred(void) {
     model_config cfg;
-    char text[1024], err[512];
+    char text[1024];
+    serve_error err = {0};
     snprintf(text, sizeof text, "%s dynamic_batching { }", BATCH_CFG);
     CHECK(parse_cfg(text, &cfg));
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0 && p.max_batch == 16 && p.max_delay_ns == 0);
+    CHECK(batcher_policy_init(&p, &cfg, &err) == 0 && p.max_batch == 16 && p.max_delay_ns == 0);
     model_queue q;
     CHECK(model_queue_init(&q, &one_level) == 0);
     batcher_batch b;
@@ -112,12 +114,13 @@ static void test_no_preferred(void) {
 
 static void test_groups_priorities_expiry(void) {
     model_config cfg;
-    char text[1024], err[512];
+    char text[1024];
+    serve_error err = {0};
     snprintf(text, sizeof text, "%s dynamic_batching { preferred_batch_size: 3 max_queue_delay_microseconds: 1000 "
                                 "priority_levels: 2 default_priority_level: 2 }", BATCH_CFG);
     CHECK(parse_cfg(text, &cfg));
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0 && p.max_batch == 3);
+    CHECK(batcher_policy_init(&p, &cfg, &err) == 0 && p.max_batch == 3);
     model_queue q;
     model_queue_policy two = {.levels = 2, .default_level = 2};
     CHECK(model_queue_init(&q, &two) == 0);
@@ -183,10 +186,10 @@ static void test_queue_policy(void) {
 
 static void test_not_dynamic(void) {
     model_config cfg;
-    char err[512];
+    serve_error err = {0};
     CHECK(parse_cfg(BATCH_CFG, &cfg)); /* max_batch_size 16 but no dynamic_batching: every request alone, as Triton */
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0 && !p.dynamic && p.max_batch == 1);
+    CHECK(batcher_policy_init(&p, &cfg, &err) == 0 && !p.dynamic && p.max_batch == 1);
     model_queue q;
     CHECK(model_queue_init(&q, &one_level) == 0);
     batcher_batch b;
@@ -211,18 +214,19 @@ static const char *PAD_CFG = "name: \"p\" max_batch_size: 8 dynamic_batching { }
 
 static void check_policy_error(const char *params, const char *needle) {
     model_config cfg;
-    char text[2048], err[512] = "";
+    char text[2048];
+    serve_error err = {0};
     snprintf(text, sizeof text, "%s %s", PAD_CFG, params);
     if (!parse_cfg(text, &cfg)) {
         test_failures++;
         return;
     }
     batcher_policy p;
-    int rc = batcher_policy_init(&p, &cfg, err, sizeof err);
-    CHECK(rc == -1);
-    if (rc == -1 && !strstr(err, needle)) {
+    int rc = batcher_policy_init(&p, &cfg, &err);
+    CHECK(rc == -1 && err.code == SERVE_BAD_REQUEST);
+    if (rc == -1 && !strstr(err.msg, needle)) {
         test_failures++;
-        fprintf(stderr, "FAIL: error \"%s\" does not mention \"%s\"\n", err, needle);
+        fprintf(stderr, "FAIL: error \"%s\" does not mention \"%s\"\n", err.msg, needle);
     }
     if (rc == 0) batcher_policy_free(&p);
     config_model_free(&cfg);
@@ -250,23 +254,23 @@ static void test_padding_params(void) {
     check_policy_error(PARAM("cinfer_pad_mask", "mask"), "parameter 'cinfer_pad_mask' needs 'cinfer_pad_inputs'");
     /* padding needs the dynamic batcher */
     model_config cfg;
-    char err[512];
+    serve_error err = {0};
     CHECK(parse_cfg("name: \"p\" max_batch_size: 0 input { name: \"x\" data_type: TYPE_FP32 dims: [ -1 ] } "
                     PARAM("cinfer_pad_inputs", "x:0=0") PARAM("cinfer_pad_mask", "x"), &cfg));
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == -1 && strstr(err, "needs a batching model with dynamic batching"));
+    CHECK(batcher_policy_init(&p, &cfg, &err) == -1 && strstr(err.msg, "needs a batching model with dynamic batching"));
     config_model_free(&cfg);
 }
 
 /* Parses `text` and builds its policy; false (counted as a failure, the config freed) when either fails. */
 static bool policy_from(const char *text, model_config *cfg, batcher_policy *p) {
-    char err[512];
+    serve_error err = {0};
     if (!parse_cfg(text, cfg)) {
         test_failures++;
         return false;
     }
-    if (batcher_policy_init(p, cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "unexpected: %s\n", err);
+    if (batcher_policy_init(p, cfg, &err) != 0) {
+        fprintf(stderr, "unexpected: %s\n", err.msg);
         test_failures++;
         config_model_free(cfg);
         return false;
@@ -339,12 +343,13 @@ static void test_gather_scatter_padded(void) {
  * quarter; CPU lanes, small batches and nearly full buckets take everything as before. */
 static void test_bucket_split(void) {
     model_config cfg;
-    char text[1024], err[512];
+    char text[1024];
+    serve_error err = {0};
     snprintf(text, sizeof text, "name: \"m\" max_batch_size: 256 input { name: \"x\" data_type: TYPE_FP32 dims: [ -1 ] } "
              "output { name: \"y\" data_type: TYPE_FP32 dims: [ -1 ] } dynamic_batching { max_queue_delay_microseconds: 1000 }");
     CHECK(parse_cfg(text, &cfg));
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0 && p.max_batch == 256);
+    CHECK(batcher_policy_init(&p, &cfg, &err) == 0 && p.max_batch == 256);
     model_queue q;
     CHECK(model_queue_init(&q, &one_level) == 0);
     batcher_batch b;
@@ -407,11 +412,12 @@ static void test_copy_pool(void) {
     /* a batch gathered through the pool, with bucket rows after it: the rows of both requests in order, then copies
      * of the first row */
     model_config cfg;
-    char text[1024], err[512];
+    char text[1024];
+    serve_error err = {0};
     snprintf(text, sizeof text, "%s dynamic_batching { }", BATCH_CFG);
     CHECK(parse_cfg(text, &cfg));
     batcher_policy p;
-    CHECK(batcher_policy_init(&p, &cfg, err, sizeof err) == 0);
+    CHECK(batcher_policy_init(&p, &cfg, &err) == 0);
     enum { COLS = 50000 }; /* 200 KB per row: 3 + 2 rows, 1 MB in all */
     float *xa = malloc(3 * COLS * sizeof *xa), *xb = malloc(2 * COLS * sizeof *xb);
     for (size_t i = 0; i < 3 * COLS; i++) xa[i] = (float)i;

@@ -70,11 +70,11 @@ static void test_parse_json(void) {
 static void test_binary_and_bind(void) {
     /* model: x FP16 [-1, 2] batched (max 4), m BOOL [2]; outputs y FP16, z FP32 */
     model_config c;
-    char err[256];
+    serve_error err = {0};
     const char *ct = "name: \"m\" max_batch_size: 4 input [{name: \"x\" data_type: TYPE_FP16 dims: [2]},"
                      "{name: \"m\" data_type: TYPE_BOOL dims: [2]}] output [{name: \"y\" data_type: TYPE_FP16 dims: [2]},"
                      "{name: \"z\" data_type: TYPE_FP32 dims: [1]}]";
-    CHECK(config_model_parse(ct, strlen(ct), "config.pbtxt", &c, err, sizeof err) == 0);
+    CHECK(config_model_parse(ct, strlen(ct), "config.pbtxt", &c, &err) == 0);
     const char *js = "{\"inputs\":[{\"name\":\"x\",\"shape\":[3,2],\"datatype\":\"FP16\",\"parameters\":{\"binary_data_size\":12}},"
                      "{\"name\":\"m\",\"shape\":[3,2],\"datatype\":\"BOOL\",\"parameters\":{\"binary_data_size\":6}}],"
                      "\"outputs\":[{\"name\":\"z\"}]}";
@@ -178,9 +178,9 @@ static void test_binary_and_bind(void) {
 
 static void test_raw_binary(void) {
     model_config c;
-    char err[256];
+    serve_error err = {0};
     const char *ct = "name: \"r\" input [{name: \"x\" data_type: TYPE_FP32 dims: [-1, 2]}] output [{name: \"y\" data_type: TYPE_FP32 dims: [-1]}]";
-    CHECK(config_model_parse(ct, strlen(ct), "config.pbtxt", &c, err, sizeof err) == 0);
+    CHECK(config_model_parse(ct, strlen(ct), "config.pbtxt", &c, &err) == 0);
     float data[6] = {1, 2, 3, 4, 5, 6};
     kserve_infer_request r;
     serve_error e = {0};

@@ -8,20 +8,20 @@
 #include "test_util.h"
 
 static int parse_ok(const char *text, config_msg *m) {
-    char err[256];
-    int rc = config_text_parse(text, strlen(text), m, err, sizeof err);
-    if (rc) fprintf(stderr, "unexpected parse error: %s\n", err);
+    serve_error err = {0};
+    int rc = config_text_parse(text, strlen(text), m, &err);
+    if (rc) fprintf(stderr, "unexpected parse error: %s\n", err.msg);
     return rc == 0;
 }
 
 static void check_parse_error(const char *text, const char *needle) {
     config_msg m;
-    char err[256];
-    int rc = config_text_parse(text, strlen(text), &m, err, sizeof err);
-    CHECK(rc == -1);
-    if (rc == -1 && !strstr(err, needle)) {
+    serve_error err = {0};
+    int rc = config_text_parse(text, strlen(text), &m, &err);
+    CHECK(rc == -1 && err.code == SERVE_BAD_REQUEST);
+    if (rc == -1 && !strstr(err.msg, needle)) {
         test_failures++;
-        fprintf(stderr, "FAIL: error \"%s\" does not mention \"%s\"\n", err, needle);
+        fprintf(stderr, "FAIL: error \"%s\" does not mention \"%s\"\n", err.msg, needle);
     }
     if (rc == 0) config_msg_free(&m);
 }
@@ -63,20 +63,20 @@ static void test_text_format(void) {
 }
 
 static int cfg_ok(const char *text, model_config *c) {
-    char err[1024];
-    int rc = config_model_parse(text, strlen(text), "config.pbtxt", c, err, sizeof err);
-    if (rc) fprintf(stderr, "unexpected config error: %s\n", err);
+    serve_error err = {0};
+    int rc = config_model_parse(text, strlen(text), "config.pbtxt", c, &err);
+    if (rc) fprintf(stderr, "unexpected config error: %s\n", err.msg);
     return rc == 0;
 }
 
 static void check_cfg_error(const char *text, const char *needle) {
     model_config c;
-    char err[1024];
-    int rc = config_model_parse(text, strlen(text), "config.pbtxt", &c, err, sizeof err);
-    CHECK(rc == -1);
-    if (rc == -1 && !strstr(err, needle)) {
+    serve_error err = {0};
+    int rc = config_model_parse(text, strlen(text), "config.pbtxt", &c, &err);
+    CHECK(rc == -1 && err.code == SERVE_BAD_REQUEST);
+    if (rc == -1 && !strstr(err.msg, needle)) {
         test_failures++;
-        fprintf(stderr, "FAIL: error \"%s\" does not mention \"%s\"\n", err, needle);
+        fprintf(stderr, "FAIL: error \"%s\" does not mention \"%s\"\n", err.msg, needle);
     }
     if (rc == 0) config_model_free(&c);
 }

@@ -13,6 +13,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from conftest import SERVER, mlp_model, slow_model, write_model
+from free_ports import free_ports
 
 
 def test_hundreds_of_concurrent_requests_all_correct(main_server):
@@ -253,6 +254,26 @@ def test_bad_flags_exit_2(args, message):
 def test_missing_repository_exits_1(tmp_path):
     p = run_cli("--model-repository", str(tmp_path / "nope"), "--http-port", "0", "--metrics-port", "0")
     assert p.returncode == 1 and "is not a folder" in p.stderr
+
+
+@pytest.mark.parametrize("busy", ["HTTP", "metrics"])
+def test_second_server_on_a_busy_port_exits_1(start_server, tmp_path, busy):
+    """A port another server listens on fails the start (exit 1, naming the port and the front end): with
+    SO_REUSEPORT both bound it and the kernel split the connections between them."""
+    repo = tmp_path / "models"
+    write_model(repo, "mlp", {1: mlp_model()})
+    first = start_server(repo)
+    free_http, free_metrics = free_ports(2)
+    http_port = first.port if busy == "HTTP" else free_http
+    metrics_port = first.metrics_port if busy == "metrics" else free_metrics
+    taken = first.port if busy == "HTTP" else first.metrics_port
+    p = run_cli("--model-repository", str(repo), "--http-port", str(http_port), "--metrics-port", str(metrics_port))
+    assert p.returncode == 1, p.stderr
+    assert f"port {taken} is in use ({busy})" in p.stderr, p.stderr
+    # the first server still answers on both ports, every time (no connection goes elsewhere)
+    for _ in range(20):
+        assert first.request("GET", "/v2/health/ready")[0] == 200
+    assert "nv_inference_count" in first.metrics()
 
 
 def test_json_logs(start_server, tmp_path):

@@ -19,6 +19,23 @@ def add_infer(client, version=""):
     return float(res.as_numpy("sum")[0, 0]) - 1.0  # the version's offset
 
 
+def failure_lines(server, model):
+    """The server's log lines reporting a failed load or reload of `model`."""
+    return [l for l in server.logs().splitlines() if f" error model '{model}' " in l and " failed to " in l]
+
+
+def assert_logged_once(server, model, what, reason, timeout=0.0, times=1):
+    """Exactly one error line (`times` lines: one per failed attempt) says `model` ... `what` ... `reason`, waiting up
+    to `timeout` s for it to appear."""
+    deadline = time.time() + timeout
+    while True:
+        lines = [l for l in failure_lines(server, model) if what in l and reason in l]
+        if lines or time.time() >= deadline:
+            break
+        time.sleep(0.1)
+    assert len(lines) == times, f"expected {times} line(s) with {what!r} and {reason!r} for '{model}':\n{server.logs()}"
+
+
 def test_explicit_load_unload_reload(start_server, tmp_path):
     repo = tmp_path / "models"
     write_model(repo, "add", {1: add_model(1)}, ADD_CONFIG)
@@ -58,6 +75,37 @@ def test_explicit_load_unload_reload(start_server, tmp_path):
     with pytest.raises(InferenceServerException, match=r"config.pbtxt: line \d+, column 1: field 'ModelConfig': unknown field 'bogus_field'"):
         c.load_model("add")
     assert add_infer(c) == 2.0
+    assert_logged_once(s, "add", "failed to reload: ", "response_cache); the versions already loaded stay in service")
+    assert_logged_once(s, "ghost", "failed to load: ", "model 'ghost' is not in the model repository", times=2)  # loaded twice
+    c.close()
+
+
+def test_explicit_load_of_a_broken_model_is_logged(start_server, tmp_path):
+    repo = tmp_path / "models"
+    write_model(repo, "garbage", {1: b"this is not an onnx file"})
+    write_model(repo, "badconfig", {1: mlp_model()}, "max_batch_size: 4\nmax_batch_size: 8\n")
+    s = start_server(repo, "--model-control-mode", "explicit")
+    assert failure_lines(s, "garbage") == [] and failure_lines(s, "badconfig") == []  # not loaded at startup
+    status, body = s.json("POST", "/v2/repository/models/garbage/load")
+    assert status == 400 and "garbage/1/model.onnx" in body["error"]
+    assert_logged_once(s, "garbage", "version 1 failed to load: ", "garbage/1/model.onnx")
+    status, body = s.json("POST", "/v2/repository/models/badconfig/load")
+    assert status == 400 and "given more than once" in body["error"]
+    assert_logged_once(s, "badconfig", "failed to load: ", "badconfig/config.pbtxt: line 2, column 1: field 'ModelConfig': 'max_batch_size' is not a repeated field")
+
+
+def test_poll_mode_logs_why_a_changed_model_fails(start_server, tmp_path):
+    repo = tmp_path / "models"
+    write_model(repo, "add", {1: add_model(1)}, ADD_CONFIG)
+    s = start_server(repo, "--model-control-mode", "poll", "--repository-poll-secs", "1")
+    c = httpclient.InferenceServerClient(s.url)
+    assert add_infer(c) == 1.0
+    (repo / "add" / "config.pbtxt").write_text(ADD_CONFIG + "\nbogus_field: 1\n")
+    assert_logged_once(s, "add", "failed to reload: ", "config.pbtxt: line", timeout=20)
+    assert_logged_once(s, "add", "failed to reload: ", "response_cache); the versions already loaded stay in service")
+    assert add_infer(c) == 1.0  # still served
+    write_model(repo, "late", {1: b"garbage that poll mode finds"})
+    assert_logged_once(s, "late", "version 1 failed to load: ", "late/1/model.onnx", timeout=20)
     c.close()
 
 
@@ -80,6 +128,14 @@ def test_broken_model_does_not_stop_the_others(start_server, tmp_path):
     assert "badconfig/config.pbtxt: line 4, column 1: expected ',' or ']' in the list of field 'input'" in index["badconfig"]["reason"]
     assert "config input 'x' has data_type TYPE_INT32 but the model's is TYPE_FP32" in index["mismatch"]["reason"]
     assert "has no version folders" in index["noversions"]["reason"]
+    # every failure is in the log once, with the model, the version where one was tried, and the reason
+    assert failure_lines(s, "good") == []
+    assert_logged_once(s, "badconfig", "failed to load: ",
+                       "badconfig/config.pbtxt: line 4, column 1: expected ',' or ']' in the list of field 'input'")
+    assert_logged_once(s, "garbage", "version 1 failed to load: ", "garbage/1/model.onnx")
+    assert_logged_once(s, "broken", "version 1 failed to load: ", "NotAnOp")
+    assert_logged_once(s, "mismatch", "version 1 failed to load: ", "config input 'x' has data_type TYPE_INT32")
+    assert_logged_once(s, "noversions", "failed to load: ", "has no version folders")
     status, body = s.json("POST", "/v2/models/broken/infer", {"inputs": []})
     assert status == 503 and "not ready" in body["error"]
     t = httpclient.InferInput("x", [1, 16], "FP32")

@@ -123,8 +123,8 @@ static void test_codec(const char *key) {
     const char *ct = "name: \"m\" max_batch_size: 4 input [{name: \"x\" data_type: TYPE_FP32 dims: [2]}] "
                      "output [{name: \"y\" data_type: TYPE_FP32 dims: [2]}, {name: \"z\" data_type: TYPE_FP32 dims: [-1]}]";
     model_config c;
-    char err[256];
-    CHECK(config_model_parse(ct, strlen(ct), "config.pbtxt", &c, err, sizeof err) == 0);
+    serve_error err = {0};
+    CHECK(config_model_parse(ct, strlen(ct), "config.pbtxt", &c, &err) == 0);
     const char *js = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,2],\"datatype\":\"FP32\",\"parameters\":{"
                      "\"shared_memory_region\":\"in\",\"shared_memory_byte_size\":8,\"shared_memory_offset\":3}}],"
                      "\"outputs\":[{\"name\":\"y\",\"parameters\":{\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":8,"
