@@ -93,7 +93,15 @@ typedef struct model_config {
     int decoupled, response_cache;
     config_param *params;
     size_t num_params;
+    /* Triton settings that map onto the engine: parameters { key: "intra_op_thread_count" } (ONNX Runtime's CPU
+     * threads; 0 = not given) and a TensorRT accelerator's precision_mode FP16 ("fp16"; "" = not given). The
+     * server's cinfer_* parameters win over both. */
+    int intra_op_threads;
+    char accelerator_precision[8];
+    char *ignored;              /* Triton fields accepted but not used, "path (line N), ...", logged at load; or NULL */
 } model_config;
+
+#define CONFIG_PARAM_INTRA_OP_THREADS "intra_op_thread_count"
 
 /* Parses config.pbtxt text into cfg (zeroed first). Unknown fields, wrong kinds of value and out-of-range
  * numbers are errors with "<file>: line L, column C: field 'input.dims': ..." in err. */
