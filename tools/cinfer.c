@@ -105,6 +105,7 @@ typedef struct cli_options {
     int num_options;
     long batch, iters, warmup, int_high;
     bool profile, deterministic, timings, timeline;
+    bool batch_given; /* --batch was on the command line */
 } cli_options;
 
 /* Adds session option key=value (the engine checks it when the session is created); 0, or 2 when there are too
@@ -175,7 +176,7 @@ static int parse_options(int argc, char **argv, cli_options *o) {
                 fprintf(stderr, "cinfer: %s wants a positive integer, got '%s'\n", a, v);
                 return 2;
             }
-            if (a[2] == 'b') o->batch = n;
+            if (a[2] == 'b') o->batch = n, o->batch_given = true;
             else if (a[2] == 'i' && a[3] == 't') o->iters = n;
             else if (a[2] == 'w') o->warmup = n;
             else o->int_high = n;
@@ -258,28 +259,111 @@ static void print_shape(const cinfer_value_info *info) {
     printf("]");
 }
 
+/* The value --dim NAME=VALUE gives `name`, or -1 when no --dim names it. check_shape_options has checked the specs. */
+static long dim_option(const cli_options *o, const char *name) {
+    long value = -1;
+    for (int k = 0; name && k < o->num_dims; k++) {
+        const char *eq = strchr(o->dim_specs[k], '=');
+        if (eq && strlen(name) == (size_t)(eq - o->dim_specs[k]) && strncmp(o->dim_specs[k], name, (size_t)(eq - o->dim_specs[k])) == 0)
+            value = strtol(eq + 1, NULL, 10);
+    }
+    return value;
+}
+
+/* The index of the dim --batch sets in this input (its first dynamic dim, unless a --dim names it), or -1. */
+static int batch_dim(const cli_options *o, const cinfer_value_info *info) {
+    for (int d = 0; d < info->ndim; d++)
+        if (info->dims[d] < 0) return dim_option(o, info->dim_names[d]) < 0 ? d : -1;
+    return -1;
+}
+
 /* Concrete shape for a model input: first dynamic dim = batch, named dims from --dim, others 1. */
 static int concrete_shape(const cli_options *o, const cinfer_value_info *info, cinfer_tensor *t) {
     t->name = info->name;
     t->dtype = info->dtype;
     t->ndim = info->ndim < 0 ? 0 : info->ndim;
-    bool batch_used = false;
+    int batch_at = batch_dim(o, info);
     for (int d = 0; d < t->ndim; d++) {
-        if (info->dims[d] >= 0) {
-            t->dims[d] = info->dims[d];
-            continue;
+        long value = info->dims[d] >= 0 ? info->dims[d] : d == batch_at ? o->batch : dim_option(o, info->dim_names[d]);
+        t->dims[d] = value < 0 ? 1 : value;
+    }
+    return 0;
+}
+
+/* Refuses shape options that would make a figure describe something other than what ran: a --dim that is not
+ * NAME=SIZE or names no dynamic dim of any input, and a --batch that no input takes (every batch dim fixed by the
+ * model, or given by --dim, or every such input read from a file of another batch). Returns 0, or 2 (printed). */
+static int check_shape_options(const cli_options *o, const cinfer_model *model, const cinfer_tensor *given) {
+    size_t ni = cinfer_model_num_inputs(model);
+    char dynamic[512] = "";
+    for (size_t i = 0; i < ni; i++) {
+        cinfer_value_info info;
+        if (cinfer_model_input_info(model, i, &info) != CINFER_OK) return fail("inspect");
+        for (int d = 0; d < info.ndim; d++)
+            if (info.dims[d] < 0 && info.dim_names[d] && !strstr(dynamic, info.dim_names[d]))
+                snprintf(dynamic + strlen(dynamic), sizeof dynamic - strlen(dynamic), "%s%s", dynamic[0] ? ", " : "",
+                         info.dim_names[d]);
+    }
+    for (int k = 0; k < o->num_dims; k++) {
+        const char *spec = o->dim_specs[k], *eq = strchr(spec, '=');
+        char *end = NULL;
+        long value = eq ? strtol(eq + 1, &end, 10) : 0;
+        if (!eq || eq == spec || !eq[1] || *end || value < 1) {
+            fprintf(stderr, "cinfer: --dim wants NAME=SIZE with SIZE >= 1, got '%s'\n", spec);
+            return 2;
         }
-        long value = -1;
-        for (int k = 0; k < o->num_dims; k++) {
-            const char *eq = strchr(o->dim_specs[k], '=');
-            if (eq && info->dim_names[d] && strlen(info->dim_names[d]) == (size_t)(eq - o->dim_specs[k]) &&
-                strncmp(o->dim_specs[k], info->dim_names[d], (size_t)(eq - o->dim_specs[k])) == 0)
-                value = strtol(eq + 1, NULL, 10);
+        bool known = false;
+        for (size_t i = 0; i < ni && !known; i++) {
+            cinfer_value_info info;
+            cinfer_model_input_info(model, i, &info);
+            for (int d = 0; d < info.ndim; d++)
+                known |= info.dims[d] < 0 && info.dim_names[d] && strlen(info.dim_names[d]) == (size_t)(eq - spec) &&
+                         strncmp(info.dim_names[d], spec, (size_t)(eq - spec)) == 0;
         }
-        if (value < 0 && !batch_used) value = o->batch;
-        if (value < 0) value = 1;
-        batch_used = true;
-        t->dims[d] = value;
+        if (!known) {
+            fprintf(stderr, "cinfer: --dim %s: the model has no dynamic input dim named '%.*s' (named dynamic dims: %s)\n",
+                    spec, (int)(eq - spec), spec, dynamic[0] ? dynamic : "none");
+            return 2;
+        }
+    }
+    if (!o->batch_given) return 0;
+    bool taken = false;
+    for (size_t i = 0; i < ni; i++) {
+        cinfer_value_info info;
+        cinfer_model_input_info(model, i, &info);
+        int d = batch_dim(o, &info);
+        if (d < 0) continue;
+        for (int k = 0; given && k < o->num_inputs; k++)
+            if (strcmp(given[k].name, info.name) == 0 && given[k].ndim > d && given[k].dims[d] != o->batch) {
+                fprintf(stderr, "cinfer: --batch %ld: input '%s' is read from a file whose batch dim is %lld\n", o->batch,
+                        info.name, (long long)given[k].dims[d]);
+                return 2;
+            }
+        taken = true;
+    }
+    if (taken) return 0;
+    fprintf(stderr, "cinfer: --batch %ld: no input of the model has a dynamic batch dim (the first dynamic dim of an "
+                    "input, unless --dim sets it); the model runs at the shapes it was exported with: drop --batch\n",
+            o->batch);
+    return 2;
+}
+
+/* "batch N", or what a model of fixed shapes runs at (`colon`: "batch: N" for the bench header). */
+static const char *batch_text(long batch, bool colon) {
+    static char text[48];
+    if (batch) snprintf(text, sizeof text, "batch%s %ld", colon ? ":" : "", batch);
+    else snprintf(text, sizeof text, colon ? "batch: fixed by the model" : "the model's fixed shapes");
+    return text;
+}
+
+/* The batch the runs carry: the size of the first dynamic dim of the first input that has one (set by --batch, by
+ * --dim, or by an input file), as `inputs` hold it; 0 when every input shape is fixed (runs, not items). */
+static long measured_batch(const cinfer_model *model, const cinfer_tensor *inputs) {
+    for (size_t i = 0; i < cinfer_model_num_inputs(model); i++) {
+        cinfer_value_info info;
+        if (cinfer_model_input_info(model, i, &info) != CINFER_OK) continue;
+        for (int d = 0; d < info.ndim; d++)
+            if (info.dims[d] < 0 && inputs[i].ndim > d) return (long)inputs[i].dims[d];
     }
     return 0;
 }
@@ -458,6 +542,11 @@ static int cmd_inspect(const cli_options *o) {
     cinfer_session *session;
     int rc = open_model(o, &model, &session, NULL);
     if (rc) return rc;
+    if ((rc = check_shape_options(o, model, NULL)) != 0) {
+        cinfer_session_free(session);
+        cinfer_model_free(model);
+        return rc;
+    }
     cinfer_model_stats st;
     cinfer_model_get_stats(model, &st);
     printf("model: %s\nopset: %lld\n", o->model_path, (long long)st.opset);
@@ -502,7 +591,8 @@ static int cmd_inspect(const cli_options *o) {
     for (size_t i = 0; i < host; i++) printf("%s%s", cinfer_session_host_node(session, i), i + 1 < host ? ", " : ")\n");
     size_t arena;
     if (cinfer_session_plan_memory(session, inputs, ni, &arena) == CINFER_OK)
-        printf("planned activation memory at batch %ld: %zu bytes (%.2f MiB)\n", o->batch, arena, arena / 1048576.0);
+        printf("planned activation memory at %s: %zu bytes (%.2f MiB)\n", batch_text(measured_batch(model, inputs), false), arena,
+               arena / 1048576.0);
     else
         rc = fail("plan");
     for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++) free(inputs[i].data);
@@ -663,6 +753,7 @@ static int cmd_bench(const cli_options *o) {
         goto done;
     }
     rc = read_inputs(o, given, owned);
+    if (!rc) rc = check_shape_options(o, model, given);
     if (rc) goto done;
     for (size_t i = 0; i < ni; i++) {
         cinfer_value_info info;
@@ -732,12 +823,15 @@ static int cmd_bench(const cli_options *o) {
                      : num_pinned < ni ? "  inputs: pageable"
                      : outputs_pinned ? "  io: page-locked"
                                       : "  inputs: page-locked, outputs: allocated per run";
-    printf("model: %s  device: %s  precision: %s%s  batch: %ld  iters: %ld  threads: %s%s\n", o->model_path, o->device,
-           o->precision ? o->precision : "fp32", o->deterministic ? " (deterministic)" : "", o->batch, o->iters,
+    /* items/s only when the runs carry a known batch; a model of fixed shapes is timed in runs/s */
+    const long batch = measured_batch(model, run_inputs);
+    printf("model: %s  device: %s  precision: %s%s  %s  iters: %ld  threads: %s%s\n", o->model_path, o->device,
+           o->precision ? o->precision : "fp32", o->deterministic ? " (deterministic)" : "", batch_text(batch, true), o->iters,
            o->threads ? o->threads : "all", io);
-    printf("%-10s %10s %10s %10s %10s %10s %14s\n", "", "mean ms", "p50 ms", "p90 ms", "p99 ms", "min ms", "items/s");
+    printf("%-10s %10s %10s %10s %10s %10s %14s\n", "", "mean ms", "p50 ms", "p90 ms", "p99 ms", "min ms",
+           batch ? "items/s" : "runs/s");
     printf("%-10s %10.3f %10.3f %10.3f %10.3f %10.3f %14.1f\n", "latency", total / (double)o->iters, PCT(50), PCT(90),
-           PCT(99), times[0], (double)o->batch * (double)o->iters / (total / 1e3));
+           PCT(99), times[0], (double)(batch ? batch : 1) * (double)o->iters / (total / 1e3));
     cinfer_run_stats rs;
     if (cinfer_session_last_run_stats(session, &rs) == CINFER_OK && (rs.host_to_device_copies || rs.device_to_host_copies))
         printf("copies per run: %llu host->device (%llu bytes), %llu device->host (%llu bytes)\n",

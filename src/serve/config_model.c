@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config_text.h"
 
@@ -40,6 +41,7 @@ const char *config_type_name(cinfer_dtype t) {
 typedef struct cctx {
     const char *file;
     serve_error *e;
+    char ignored[1024]; /* Triton fields accepted but not used: "path (line N), ..." */
 } cctx;
 
 static int cfail(cctx *c, const config_field *f, const char *path, const char *fmt, ...)
@@ -76,6 +78,36 @@ static int check_duplicates(cctx *c, const config_msg *m, const char *path, cons
                 return cfail(c, &m->fields[i], path, "'%s' is not a repeated field but is given more than once (first at line %d)",
                              m->fields[i].name, m->fields[j].line);
     }
+    return 0;
+}
+
+/* Triton ModelConfig fields that tune parts cinfer does not have (TensorRT, the ONNX Runtime session, Triton's rate
+ * limiter, repository agents, ...): accepted so existing configs load, each noted for one log line at load. Fields
+ * whose meaning changes results (batch_input, sequence batching, ensembles, ...) are refused instead. */
+static const char *const IGNORED_FIELDS[] = {
+    "ModelConfig.runtime", "ModelConfig.cc_model_filenames", "ModelConfig.metric_tags", "ModelConfig.model_operations",
+    "ModelConfig.model_repository_agents", "instance_group.rate_limiter", "instance_group.secondary_devices",
+    "instance_group.profile", "instance_group.passive", "instance_group.host_policy", "optimization.graph",
+    "optimization.priority", "optimization.execution_accelerators", "optimization.input_pinned_memory",
+    "optimization.output_pinned_memory", "optimization.gather_kernel_buffer_threshold", "optimization.eager_batching",
+    "optimization.cuda.graph_spec", NULL,
+};
+
+static void note_ignored(cctx *c, const char *what, int line) {
+    size_t n = strlen(c->ignored);
+    if (n + 1 < sizeof c->ignored)
+        snprintf(c->ignored + n, sizeof c->ignored - n, "%s%s (line %d)", n ? ", " : "", what, line);
+}
+
+/* True (and noted) when `name` inside message `msg_path` is a Triton field cinfer accepts and ignores. */
+static int ignored_field(cctx *c, const config_field *f, const char *msg_path) {
+    char path[160];
+    snprintf(path, sizeof path, "%s.%s", msg_path, f->name);
+    for (const char *const *i = IGNORED_FIELDS; *i; i++)
+        if (!strcmp(*i, path)) {
+            note_ignored(c, strncmp(path, "ModelConfig.", 12) ? path : path + 12, f->line);
+            return 1;
+        }
     return 0;
 }
 
@@ -244,7 +276,7 @@ static int parse_group(cctx *c, const config_field *gf, config_instance_group *g
                 g->gpus = ng;
                 g->gpus[g->num_gpus++] = (int)v;
             }
-        } else
+        } else if (!ignored_field(c, f, "instance_group"))
             rc = unknown(c, f, path, "name, kind, count, gpus");
         if (rc) return -1;
     }
@@ -436,11 +468,51 @@ static int parse_warmup(cctx *c, const config_field *wf, config_warmup *w) {
     return 0;
 }
 
+/* optimization { execution_accelerators { gpu_execution_accelerator [{ name: "tensorrt" parameters { key: "precision_mode"
+ * value: "FP16" } }] } }: TensorRT's FP16 precision mode maps onto the engine's fp16 (weights converted once, tensors
+ * keep their dtypes on the wire); everything else here tunes an accelerator cinfer does not have and is ignored. */
+static int parse_accelerators(cctx *c, const config_field *af, model_config *cfg) {
+    const char *path = "optimization.execution_accelerators";
+    if (expect_msg(c, af, path) != 0) return -1;
+    int mapped = 0;
+    for (size_t i = 0; i < af->msg.num_fields; i++) {
+        const config_field *list = &af->msg.fields[i];
+        if (list->kind != CONFIG_MESSAGE) continue; /* lists and scalars alike carry nothing cinfer maps */
+        const char *name = NULL, *precision = NULL;
+        for (size_t k = 0; k < list->msg.num_fields; k++) {
+            const config_field *g = &list->msg.fields[k];
+            if (!strcmp(g->name, "name") && g->kind == CONFIG_STRING) name = g->text;
+            if (strcmp(g->name, "parameters") || g->kind != CONFIG_MESSAGE) continue;
+            const char *key = NULL, *value = NULL;
+            for (size_t j = 0; j < g->msg.num_fields; j++) {
+                const config_field *kv = &g->msg.fields[j];
+                if (kv->kind != CONFIG_STRING) continue;
+                if (!strcmp(kv->name, "key")) key = kv->text;
+                if (!strcmp(kv->name, "value")) value = kv->text;
+            }
+            if (key && value && !strcmp(key, "precision_mode")) precision = value;
+        }
+        if (!strcmp(list->name, "gpu_execution_accelerator") && name && !strcmp(name, "tensorrt") && precision &&
+            !strcasecmp(precision, "FP16")) {
+            snprintf(cfg->accelerator_precision, sizeof cfg->accelerator_precision, "fp16");
+            mapped = 1;
+        }
+    }
+    if (mapped) return 0;
+    note_ignored(c, path, af->line);
+    return 0;
+}
+
 static int parse_optimization(cctx *c, const config_field *of, model_config *cfg) {
     const char *path = "optimization";
     if (expect_msg(c, of, path) != 0 || check_duplicates(c, &of->msg, path, NULL) != 0) return -1;
     for (size_t i = 0; i < of->msg.num_fields; i++) {
         const config_field *f = &of->msg.fields[i];
+        if (!strcmp(f->name, "execution_accelerators")) {
+            if (parse_accelerators(c, f, cfg) != 0) return -1;
+            continue;
+        }
+        if (ignored_field(c, f, path)) continue;
         if (strcmp(f->name, "cuda") != 0) return unknown(c, f, path, "cuda");
         if (expect_msg(c, f, "optimization.cuda") != 0 || check_duplicates(c, &f->msg, "optimization.cuda", NULL) != 0) return -1;
         for (size_t k = 0; k < f->msg.num_fields; k++) {
@@ -452,6 +524,7 @@ static int parse_optimization(cctx *c, const config_field *of, model_config *cfg
             }
             else if (!strcmp(g->name, "busy_wait_events")) rc = get_bool(c, g, "optimization.cuda.busy_wait_events", &cfg->cuda_busy_wait_events);
             else if (!strcmp(g->name, "output_copy_stream")) rc = get_bool(c, g, "optimization.cuda.output_copy_stream", &cfg->cuda_output_copy_stream);
+            else if (ignored_field(c, g, "optimization.cuda")) rc = 0;
             else rc = unknown(c, g, "optimization.cuda", "graphs, busy_wait_events, output_copy_stream");
             if (rc) return -1;
         }
@@ -478,6 +551,21 @@ static int parse_param(cctx *c, const config_field *pf, model_config *cfg) {
             rc = unknown(c, f, path, "key, value");
     }
     if (!rc && !key) rc = cfail(c, pf, path, "a parameter needs a key");
+    if (!rc && !strcmp(key, CONFIG_PARAM_INTRA_OP_THREADS)) {
+        /* ONNX Runtime's per-session CPU thread count is the engine's "threads" */
+        char *end;
+        errno = 0;
+        long n = value ? strtol(value, &end, 10) : -1;
+        if (!value || errno || !*value || *end || n < 0 || n > 1024)
+            rc = cfail(c, pf, path, "'%s' is '%s': expected a thread count from 0 (all cores) to 1024", key,
+                       value ? value : "");
+        else
+            cfg->intra_op_threads = (int)n;
+    } else if (!rc && strncmp(key, "cinfer_", 7) != 0) {
+        char what[160];
+        snprintf(what, sizeof what, "parameters '%s'", key);
+        note_ignored(c, what, pf->line);
+    }
     if (!rc) {
         config_param *np = realloc(cfg->params, (cfg->num_params + 1) * sizeof *np);
         if (!np) rc = cfail(c, pf, path, "out of memory");
@@ -579,7 +667,7 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
         else if (!strcmp(f->name, "model_transaction_policy"))
             rc = parse_enable_flag(&c, f, "model_transaction_policy", "decoupled", &cfg->decoupled);
         else if (!strcmp(f->name, "response_cache")) rc = parse_enable_flag(&c, f, "response_cache", "enable", &cfg->response_cache);
-        else
+        else if (!ignored_field(&c, f, "ModelConfig"))
             rc = unknown(&c, f, "ModelConfig",
                          "name, platform, backend, default_model_filename, max_batch_size, input, output, instance_group, "
                          "dynamic_batching, version_policy, model_warmup, optimization, parameters, "
@@ -610,6 +698,7 @@ int config_model_parse(const char *text, size_t len, const char *file, model_con
             rc = cfail(&c, NULL, "dynamic_batching.preferred_batch_size", "%" PRId64 " exceeds max_batch_size %d",
                        cfg->dynamic_batching.preferred_batch_size[i], cfg->max_batch_size);
     config_msg_free(&root);
+    if (!rc && c.ignored[0] && !(cfg->ignored = strdup(c.ignored))) rc = cfail(&c, NULL, "ModelConfig", "out of memory");
     if (rc) {
         config_model_free(cfg);
         return -1;
@@ -864,6 +953,7 @@ void config_model_free(model_config *cfg) {
     free(cfg->platform);
     free(cfg->backend);
     free(cfg->default_model_filename);
+    free(cfg->ignored);
     for (size_t i = 0; i < cfg->num_inputs; i++) tensor_free(&cfg->inputs[i]);
     for (size_t i = 0; i < cfg->num_outputs; i++) tensor_free(&cfg->outputs[i]);
     free(cfg->inputs);

@@ -95,11 +95,19 @@ typedef struct model_config {
     int decoupled, response_cache;
     config_param *params;
     size_t num_params;
+    /* Triton settings that map onto the engine: parameters { key: "intra_op_thread_count" } (ONNX Runtime's CPU
+     * threads; 0 = not given) and a TensorRT accelerator's precision_mode FP16 ("fp16"; "" = not given). The
+     * server's cinfer_* parameters win over both. */
+    int intra_op_threads;
+    char accelerator_precision[8];
+    char *ignored;              /* Triton fields accepted but not used, "path (line N), ...", logged at load; or NULL */
 } model_config;
 
 /* Whether the model batches (max_batch_size >= 1): its inputs and outputs then carry a leading batch dim that the
  * config's dims leave out, requests may be batched together, and inferences count rows. The one test of it. */
 static inline bool config_batches(const model_config *cfg) { return cfg->max_batch_size > 0; }
+
+#define CONFIG_PARAM_INTRA_OP_THREADS "intra_op_thread_count"
 
 /* Parses config.pbtxt text into cfg (zeroed first). Unknown fields, wrong kinds of value and out-of-range
  * numbers are errors (400) with "<file>: line L, column C: field 'input.dims': ..." in e. */

@@ -2,7 +2,7 @@
 #ifndef SERVE_LOG_H
 #define SERVE_LOG_H
 
-typedef enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR } log_level;
+typedef enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF /* min level only: nothing logged */ } log_level;
 
 /* Chooses the line format once at start-up, before other threads exist: json != 0 gives
  * {"ts":"...","level":"info","msg":"..."}; otherwise "2026-11-29T16:00:00.123Z info  message". */

@@ -143,14 +143,18 @@ static void apply_test_slowdown(model_version *mv) {
 static size_t session_options(const model_version *mv, const model_load_options *opt, char *threads, size_t threads_len,
                               const char **keys, const char **vals) {
     size_t n = 0;
-    if (opt->threads > 0) {
-        snprintf(threads, threads_len, "%d", opt->threads);
+    /* Triton's ONNX Runtime thread count and TensorRT FP16 mode map onto the engine (config_model.h); they beat the
+     * server's flags, and the cinfer_* parameters below beat them */
+    int nthreads = mv->cfg.intra_op_threads > 0 ? mv->cfg.intra_op_threads : opt->threads;
+    if (nthreads > 0) {
+        snprintf(threads, threads_len, "%d", nthreads);
         keys[n] = "threads";
         vals[n++] = threads;
     }
-    if (opt->precision) {
+    const char *precision = mv->cfg.accelerator_precision[0] ? mv->cfg.accelerator_precision : opt->precision;
+    if (precision) {
         keys[n] = "precision";
-        vals[n++] = opt->precision;
+        vals[n++] = precision;
     }
     if (mv->cfg.cuda_graphs_given && !mv->cfg.cuda_graphs) { /* Triton's optimization { cuda { graphs: false } } */
         keys[n] = "cuda_graphs";
@@ -209,7 +213,15 @@ int model_version_load(const char *name, int64_t version, const char *path, mode
         goto err;
     }
     char note[512];
-    if (config_model_complete(&mv->cfg, mv->model, opt->default_max_batch, note, sizeof note, e) != 0) goto err;
+    if (opt->disable_auto_complete && (mv->cfg.num_inputs == 0 || mv->cfg.num_outputs == 0)) {
+        serve_fail(e, SERVE_BAD_REQUEST, "config.pbtxt lists no %s: with auto-complete off (--disable-auto-complete-config) "
+                   "it must list the model's inputs and outputs", mv->cfg.num_inputs == 0 ? "input" : "output");
+        goto err;
+    }
+    /* with completion off, only the consistency check runs: nothing is filled in, batching is not switched on */
+    if (config_model_complete(&mv->cfg, mv->model, opt->disable_auto_complete ? 0 : opt->default_max_batch, note,
+                              sizeof note, e) != 0)
+        goto err;
     if (note[0]) log_info("model '%s' version %" PRId64 ": %s", name, version, note);
     cinfer_model_stats ms;
     if (cinfer_model_get_stats(mv->model, &ms) == CINFER_OK) mv->memory_bytes = ms.parameter_bytes;

@@ -22,6 +22,8 @@ typedef struct model_load_options {
     int default_max_batch;  /* max_batch_size chosen by auto-completion (0 = never batch) */
     int probe_max_batch;    /* --probe-max-batch: find the largest batch each GPU instance fits (docs/resilience.md) */
     const char *precision;  /* --precision: session option "precision" of models whose config does not set it */
+    int disable_auto_complete; /* --disable-auto-complete-config: the config must list inputs and outputs; nothing is
+                                * completed from the ONNX file (batching included) */
 } model_load_options;
 
 /* Config parameters passed to the engine as session options (docs/server.md): MODEL_PARAM_SESSION_PREFIX + a key

@@ -184,12 +184,15 @@ static int read_file(const char *path, char **text, size_t *len) {
 }
 
 /* Reads config.pbtxt (or the defaults when absent) into cfg. */
-static int read_config(const char *model_dir, const char *name, model_config *cfg, serve_error *e) {
+static int read_config(const char *model_dir, const char *name, int auto_complete, model_config *cfg, serve_error *e) {
     char *path = path_join3(model_dir, "config.pbtxt", NULL);
     if (!path) return serve_fail(e, SERVE_INTERNAL, "out of memory");
     struct stat st;
     int rc;
-    if (stat(path, &st) != 0) {
+    if (stat(path, &st) != 0 && !auto_complete) {
+        rc = serve_fail(e, SERVE_BAD_REQUEST, "%s is missing: with auto-complete off (--disable-auto-complete-config) "
+                        "every model needs a config.pbtxt that lists its inputs and outputs", path);
+    } else if (stat(path, &st) != 0) {
         rc = config_model_init_default(cfg, name);
         if (rc) serve_fail(e, SERVE_INTERNAL, "out of memory");
     } else {
@@ -206,6 +209,7 @@ static int read_config(const char *model_dir, const char *name, model_config *cf
                 rc = serve_fail(e, SERVE_BAD_REQUEST, "%s: name '%s' differs from the model's folder name '%s'", path, cfg->name, name);
                 config_model_free(cfg);
             }
+
         }
     }
     free(path);
@@ -265,7 +269,9 @@ static int load_versions(repo *r, const char *name, repo_entry **out, size_t *ou
     int64_t *vers = NULL;
     size_t nv = 0;
     int rc = -1;
-    if (read_config(mdir, name, &cfg, e) != 0) goto done;
+    if (read_config(mdir, name, !r->opt.disable_auto_complete, &cfg, e) != 0) goto done;
+    if (cfg.ignored) /* once per load or reload of the model, not per version */
+        log_warn("model '%s': config.pbtxt has Triton settings for parts cinfer does not have, ignored: %s", name, cfg.ignored);
     if (list_versions(mdir, &vers, &nv) != 0) {
         serve_fail(e, SERVE_BAD_REQUEST, "cannot list the version folders of %s: %s", mdir, strerror(errno));
         goto done_cfg;
@@ -316,7 +322,7 @@ static int load_versions(repo *r, const char *name, repo_entry **out, size_t *ou
             serve_fail(&ve, SERVE_BAD_REQUEST, "model file %s not found", file);
         } else {
             model_config vcfg;
-            if (read_config(mdir, name, &vcfg, &ve) == 0 &&
+            if (read_config(mdir, name, !r->opt.disable_auto_complete, &vcfg, &ve) == 0 &&
                 model_version_load(name, chosen[i], file, &vcfg, &r->opt, &en->mv, &ve) == 0) {
                 en->state = "READY";
                 loaded++;

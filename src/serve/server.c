@@ -53,7 +53,8 @@ static int start_serving(const server_options *opt, server **out, serve_error *e
     s->opt = *opt;
     kserve_codec_init();
     model_load_options lo = {.device = opt->device, .threads = opt->threads, .default_max_batch = opt->default_max_batch,
-                            .probe_max_batch = opt->probe_max_batch, .precision = opt->precision};
+                            .probe_max_batch = opt->probe_max_batch, .precision = opt->precision,
+                            .disable_auto_complete = !opt->auto_complete_config};
     if (shm_registry_create(&s->shm, e) != 0) goto err;
     if (repo_create(opt->model_repository, opt->control_mode, &lo, &s->repo, e) != 0) goto err;
     http_options ho = {.host = opt->host, .port = opt->http_port, .what = "HTTP", .threads = opt->http_threads,
@@ -70,6 +71,11 @@ static int start_serving(const server_options *opt, server **out, serve_error *e
     log_info("listening on %s:%d (HTTP/KServe v2)%s", opt->host, opt->http_port, opt->metrics_port > 0 ? "" : "; metrics off");
     if (opt->metrics_port > 0) log_info("metrics on %s:%d/metrics", opt->host, opt->metrics_port);
     int failed = repo_load_startup(s->repo, opt->load_models, opt->num_load_models);
+    if (failed && opt->exit_on_error) {
+        serve_fail(e, SERVE_BAD_REQUEST, "%d model%s failed to load at start-up (--exit-on-error=true); the reasons are "
+                   "logged above", failed, failed == 1 ? "" : "s");
+        goto err;
+    }
     if (failed) log_warn("%d model%s failed to load; see the errors above and POST /v2/repository/index", failed, failed == 1 ? "" : "s");
     log_info("server ready: model repository '%s', control mode %s", opt->model_repository,
              opt->control_mode == REPO_CONTROL_NONE ? "none" : opt->control_mode == REPO_CONTROL_POLL ? "poll" : "explicit");

@@ -35,6 +35,8 @@ typedef struct server_options {
     int probe_max_batch;           /* --probe-max-batch: probe each GPU instance's largest batch at load */
     const char *precision;         /* --precision: engine precision of models whose config does not choose one */
     int shutdown_timeout_s;
+    int auto_complete_config;      /* 0 (--disable-auto-complete-config): each model needs a complete config.pbtxt */
+    int exit_on_error;             /* --exit-on-error: a model that fails to load at start-up stops the server */
 } server_options;
 
 typedef struct server {

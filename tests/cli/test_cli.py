@@ -124,6 +124,51 @@ def test_bench_prints_latency_table(cli):
     assert "p50 ms" in out and "latency" in out
 
 
+def static_relu_model(path):
+    """A model whose input shape is fixed ([2, 4]): it has no batch dim --batch could set."""
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "static", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_bench_reports_the_batch_it_ran(cli, tmp_path):
+    out = run(cli, "bench", MODELS / "mlp.onnx", "--batch", "3", "--iters", "2", "--warmup", "0")
+    assert "batch: 3" in out and "items/s" in out
+    # fixed shapes: no batch is claimed, and the figure is runs per second
+    out = run(cli, "bench", static_relu_model(tmp_path / "static.onnx"), "--iters", "2", "--warmup", "0")
+    assert "batch: fixed by the model" in out and "runs/s" in out and "items/s" not in out
+
+
+def test_bench_refuses_a_batch_the_model_cannot_take(cli, tmp_path):
+    model = static_relu_model(tmp_path / "static.onnx")
+    for cmd in ("bench", "inspect"):
+        out = run(cli, cmd, model, "--batch", "8", expect=2)
+        assert "--batch 8: no input of the model has a dynamic batch dim" in out and "p50 ms" not in out
+    # the batch dim named by --dim is no longer the batch: --batch has nothing to set
+    out = run(cli, "bench", MODELS / "mlp.onnx", "--batch", "4", "--dim", "batch=2", expect=2)
+    assert "--batch 4: no input of the model has a dynamic batch dim" in out
+    # an input read from a file keeps the file's batch
+    x = tmp_path / "x.npy"
+    np.save(x, np.load(MODELS / "mlp_x.npy"))
+    rows = np.load(x).shape[0]
+    out = run(cli, "bench", MODELS / "mlp.onnx", "--input", f"x={x}", "--batch", str(rows + 1), expect=2)
+    assert f"input 'x' is read from a file whose batch dim is {rows}" in out
+
+
+def test_bench_refuses_unknown_or_malformed_dims(cli):
+    out = run(cli, "bench", MODELS / "mlp.onnx", "--dim", "seq=16", expect=2)
+    assert "--dim seq=16: the model has no dynamic input dim named 'seq' (named dynamic dims: batch)" in out
+    for spec in ("batch", "batch=", "batch=0", "batch=x", "=3"):
+        out = run(cli, "inspect", MODELS / "mlp.onnx", "--dim", spec, expect=2)
+        assert f"--dim wants NAME=SIZE with SIZE >= 1, got '{spec}'" in out
+    assert "planned activation memory at batch 5:" in run(cli, "inspect", MODELS / "mlp.onnx", "--dim", "batch=5")
+    assert "batch: 5 " in run(cli, "bench", MODELS / "mlp.onnx", "--dim", "batch=5", "--iters", "2", "--warmup", "0")
+
+
 def test_bench_profile_lists_op_types(cli):
     out = run(cli, "bench", MODELS / "tiny_cnn.onnx", "--iters", "3", "--warmup", "0", "--profile")
     rows = {line.split()[0]: line.split() for line in out.split("profile (per run, 3 runs):")[1].splitlines()[2:] if line.strip()}
