@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,6 @@
 #include <time.h>
 
 #include "cinfer/cinfer.h"
-#include "core/npy.h"
 
 #define MAX_CLI_INPUTS 64
 #define MAX_CLI_OPTIONS 64 /* session options one command takes */
@@ -374,6 +374,15 @@ static size_t numel_of(const cinfer_tensor *t) {
     return n;
 }
 
+/* "[2,3,4]" into buf; returns buf. */
+static const char *shape_text(const cinfer_tensor *t, char *buf, size_t size) {
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < t->ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? "," : "", (long long)t->dims[d]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rng_next(void) {
     rng_state ^= rng_state << 13;
@@ -426,6 +435,14 @@ static int cmd_ops(void) {
     return 0;
 }
 
+/* Releases the data of inputs read from .npy files (NULL entries are skipped). */
+static void free_npy_inputs(void **owned, int count) {
+    for (int i = 0; i < count; i++) {
+        cinfer_tensor t = {.data = owned[i]};
+        cinfer_tensor_free_data(&t);
+    }
+}
+
 /* Reads NAME=FILE.npy specs into tensors (names point into argv). */
 static int read_inputs(const cli_options *o, cinfer_tensor *inputs, void **owned) {
     for (int i = 0; i < o->num_inputs; i++) {
@@ -437,17 +454,12 @@ static int read_inputs(const cli_options *o, cinfer_tensor *inputs, void **owned
         }
         static char names[MAX_CLI_INPUTS][256];
         snprintf(names[i], sizeof names[i], "%.*s", (int)(eq - spec), spec);
-        tensor t;
-        if (npy_read_file(eq + 1, &t) != CINFER_OK) {
+        if (cinfer_npy_read(eq + 1, &inputs[i]) != CINFER_OK) {
             fprintf(stderr, "cinfer: input '%s': %s\n", names[i], cinfer_last_error());
             return 1;
         }
         inputs[i].name = names[i];
-        inputs[i].dtype = t.dtype;
-        inputs[i].ndim = t.ndim;
-        memcpy(inputs[i].dims, t.dims, sizeof t.dims);
-        inputs[i].data = t.data;
-        owned[i] = t.data;
+        owned[i] = inputs[i].data;
     }
     return 0;
 }
@@ -505,18 +517,17 @@ static int cmd_run(const cli_options *o) {
         for (char *c = safe; *c; c++)
             if (*c == '/' || *c == '\\' || *c == ':') *c = '_'; /* output names may hold path characters */
         snprintf(path, sizeof path, "%s/%s.npy", o->output_dir, safe);
-        tensor t = {.dtype = outputs[k].dtype, .ndim = outputs[k].ndim, .data = outputs[k].data};
-        memcpy(t.dims, outputs[k].dims, sizeof t.dims);
-        if (npy_write_file(path, &t) != CINFER_OK) {
+        const cinfer_tensor *t = &outputs[k];
+        if (cinfer_npy_write(path, t) != CINFER_OK) {
             rc = fail("write output");
             goto done;
         }
         char shape[256];
-        printf("%s: %s %s -> %s\n", outputs[k].name, cinfer_dtype_name(t.dtype), tensor_shape_str(&t, shape, sizeof shape), path);
-        size_t n = (size_t)tensor_numel(&t);
-        if (t.dtype == CINFER_DTYPE_FLOAT && n) {
+        printf("%s: %s %s -> %s\n", t->name, cinfer_dtype_name(t->dtype), shape_text(t, shape, sizeof shape), path);
+        size_t n = numel_of(t);
+        if (t->dtype == CINFER_DTYPE_FLOAT && n) {
             printf("  values:");
-            for (size_t i = 0; i < n && i < 8; i++) printf(" %.6g", ((float *)t.data)[i]);
+            for (size_t i = 0; i < n && i < 8; i++) printf(" %.6g", ((const float *)t->data)[i]);
             printf("%s\n", n > 8 ? " ..." : "");
         }
     }
@@ -525,7 +536,7 @@ done:;
     if (outputs)
         for (size_t k = 0; k < num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
     free(outputs);
-    for (int i = 0; i < o->num_inputs; i++) core_aligned_free(owned[i]);
+    free_npy_inputs(owned, o->num_inputs);
     cinfer_session_free(session);
     cinfer_model_free(model);
     const double t_end = now_seconds();
@@ -849,7 +860,7 @@ done:
         for (int k = 0; k < o->num_inputs; k++) from_file = from_file || inputs[i].data == owned[k];
         if (!from_file) free(inputs[i].data);
     }
-    for (int k = 0; k < o->num_inputs; k++) core_aligned_free(owned[k]);
+    free_npy_inputs(owned, o->num_inputs);
     for (size_t i = 0; i < ni && i < MAX_CLI_INPUTS; i++)
         if (pinned[i]) cinfer_cuda_host_free(gpu, pinned[i]);
     for (size_t k = 0; pinned_out && k < no; k++) cinfer_cuda_host_free(gpu, pinned_out[k]);

@@ -2,7 +2,7 @@
  * module's caching allocator and through cudaMalloc/cudaFree, and times fixed-size pairs at 1 MiB and 64 MiB.
  * Prints the median and p90 cost of one malloc+free pair and the peak reserved/allocated bytes.
  *
- * Usage: bench_alloc TRACE [ITERATIONS]   (needs a GPU; links libcinfer_cuda.so for the real per-device allocator)
+ * Usage: bench_alloc TRACE [ITERATIONS]   (needs a GPU; links the CUDA module's code for the real per-device allocator)
  */
 #include <stdio.h>
 #include <stdlib.h>

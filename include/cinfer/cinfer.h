@@ -20,6 +20,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Marks what libcinfer.so exports: the engine is built with hidden visibility, so the functions marked here are
+ * its whole ABI and everything else stays inside the library. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CINFER_API __attribute__((visibility("default")))
+#else
+#define CINFER_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -97,35 +105,36 @@ typedef struct cinfer_model cinfer_model;
 typedef struct cinfer_session cinfer_session;
 
 /* ---- library ---- */
-const char *cinfer_version(void);                 /* "0.1.0" */
-const char *cinfer_last_error(void);              /* message of this thread's last failure, or "" */
-const char *cinfer_status_name(cinfer_status s);  /* "CINFER_ERR_UNSUPPORTED" */
-const char *cinfer_dtype_name(cinfer_dtype t);    /* "float32", "int64", ... */
-size_t cinfer_dtype_size(cinfer_dtype t);         /* bytes per element; 0 for undefined/string */
+CINFER_API const char *cinfer_version(void);                 /* "0.1.0" */
+CINFER_API const char *cinfer_last_error(void);              /* message of this thread's last failure, or "" */
+CINFER_API const char *cinfer_status_name(cinfer_status s);  /* "CINFER_ERR_UNSUPPORTED" */
+CINFER_API const char *cinfer_dtype_name(cinfer_dtype t);    /* "float32", "int64", ... */
+CINFER_API size_t cinfer_dtype_size(cinfer_dtype t);         /* bytes per element; 0 for undefined/string */
 
 /* ---- models ---- */
 /* Loads an ONNX model file. External data files are resolved relative to the model's folder and
  * may not escape it. Fails listing every unsupported op (with node names) at once. */
-cinfer_status cinfer_model_load(const char *path, cinfer_model **out);
+CINFER_API cinfer_status cinfer_model_load(const char *path, cinfer_model **out);
 /* Same from bytes in memory; base_dir (may be NULL) is where external data files live. */
-cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, const char *base_dir,
-                                            cinfer_model **out);
-void cinfer_model_free(cinfer_model *model);
+CINFER_API cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, const char *base_dir,
+                                                       cinfer_model **out);
+CINFER_API void cinfer_model_free(cinfer_model *model);
 
-size_t cinfer_model_num_inputs(const cinfer_model *model);
-size_t cinfer_model_num_outputs(const cinfer_model *model);
-cinfer_status cinfer_model_input_info(const cinfer_model *model, size_t index, cinfer_value_info *out);
-cinfer_status cinfer_model_output_info(const cinfer_model *model, size_t index, cinfer_value_info *out);
-cinfer_status cinfer_model_get_stats(const cinfer_model *model, cinfer_model_stats *out);
+CINFER_API size_t cinfer_model_num_inputs(const cinfer_model *model);
+CINFER_API size_t cinfer_model_num_outputs(const cinfer_model *model);
+CINFER_API cinfer_status cinfer_model_input_info(const cinfer_model *model, size_t index, cinfer_value_info *out);
+CINFER_API cinfer_status cinfer_model_output_info(const cinfer_model *model, size_t index, cinfer_value_info *out);
+CINFER_API cinfer_status cinfer_model_get_stats(const cinfer_model *model, cinfer_model_stats *out);
 /* Op histogram of the optimised graph: entry `index` < cinfer_model_num_op_types(). */
-size_t cinfer_model_num_op_types(const cinfer_model *model);
-cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t index, const char **op_type, size_t *count);
+CINFER_API size_t cinfer_model_num_op_types(const cinfer_model *model);
+CINFER_API cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t index, const char **op_type,
+                                              size_t *count);
 
 /* ---- ops ---- */
 /* Number of op types cinfer implements, and their names with a comma list of backends ("cpu", or "cpu,cuda" where
  * the CUDA module loads: an NVIDIA driver is present). */
-size_t cinfer_num_supported_ops(void);
-cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
+CINFER_API size_t cinfer_num_supported_ops(void);
+CINFER_API cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
 
 /* ---- CUDA devices ----
  * The CUDA backend is a module (libcinfer_cuda.so beside libcinfer.so, or the path in CINFER_CUDA_MODULE)
@@ -142,8 +151,8 @@ typedef struct cinfer_device_info {
     int pci_bus, pci_device, pci_domain;
     int failed;               /* 1 after a sticky CUDA error: the device refuses work until the process restarts */
 } cinfer_device_info;
-cinfer_status cinfer_cuda_device_count(int *count);
-cinfer_status cinfer_cuda_device_info(int device, cinfer_device_info *out);
+CINFER_API cinfer_status cinfer_cuda_device_count(int *count);
+CINFER_API cinfer_status cinfer_cuda_device_info(int device, cinfer_device_info *out);
 
 /* The device's caching allocator (weights, activation arenas, workspaces of every session on it). */
 typedef struct cinfer_memory_stats {
@@ -160,11 +169,11 @@ typedef struct cinfer_memory_stats {
     size_t limit_bytes;          /* cap on reserved bytes, 0 = none */
     size_t pinned_reserved_bytes; /* pinned host staging memory held */
 } cinfer_memory_stats;
-cinfer_status cinfer_cuda_memory_stats(int device, cinfer_memory_stats *out);
+CINFER_API cinfer_status cinfer_cuda_memory_stats(int device, cinfer_memory_stats *out);
 /* Caps the device's reserved memory: bytes > 0, else a fraction (0, 1] of its total; 0 and 0 remove the cap. */
-cinfer_status cinfer_cuda_set_memory_limit(int device, size_t bytes, double fraction);
+CINFER_API cinfer_status cinfer_cuda_set_memory_limit(int device, size_t bytes, double fraction);
 /* Returns cached, unused device memory to the driver. */
-cinfer_status cinfer_cuda_empty_cache(int device);
+CINFER_API cinfer_status cinfer_cuda_empty_cache(int device);
 
 /* Page-locked host memory from CUDA device `device`'s pinned cache (cudaHostAlloc'd once, then reused), for buffers
  * a GPU session reads inputs from or writes outputs to on every run: the session's copies from and to page-locked
@@ -172,8 +181,8 @@ cinfer_status cinfer_cuda_empty_cache(int device);
  * cinfer_memory_stats.pinned_reserved_bytes. CINFER_ERR_UNSUPPORTED (the reason as the last error) without the
  * CUDA module, a driver or the device: use ordinary memory then. Free with cinfer_cuda_host_free on the same
  * device; NULL is ignored. */
-cinfer_status cinfer_cuda_host_alloc(int device, size_t bytes, void **out);
-void cinfer_cuda_host_free(int device, void *p);
+CINFER_API cinfer_status cinfer_cuda_host_alloc(int device, size_t bytes, void **out);
+CINFER_API void cinfer_cuda_host_free(int device, void *p);
 
 /* ---- sessions ---- */
 /* Creates a session running `model` on `device`: "cpu", or "cuda" / "cuda:N" (CUDA device N, default 0).
@@ -182,10 +191,10 @@ void cinfer_cuda_host_free(int device, void *p);
  * CUDA graphs, profiling, timelines, capacity planning, ...), what each takes, its default and what it does are
  * listed by cinfer_session_option_info below, which `cinfer options` and `cinfer --help` print; cinfer-server
  * passes a model's config parameter cinfer_<key> on as option <key>. */
-cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
-                                    const char *const *option_keys, const char *const *option_values,
-                                    size_t num_options, cinfer_session **out);
-void cinfer_session_free(cinfer_session *session);
+CINFER_API cinfer_status cinfer_session_create(const cinfer_model *model, const char *device,
+                                               const char *const *option_keys, const char *const *option_values,
+                                               size_t num_options, cinfer_session **out);
+CINFER_API void cinfer_session_free(cinfer_session *session);
 
 /* The session options, from the one table the engine parses them with: entry `index` < cinfer_num_session_options()
  * (CINFER_ERR_NOT_FOUND past the end). Strings are the library's and live as long as the process. */
@@ -197,8 +206,8 @@ typedef struct cinfer_option_info {
     const char *default_value; /* the value a session has without the option; "none": left out, the option is off */
     const char *doc;           /* what it does, one paragraph */
 } cinfer_option_info;
-size_t cinfer_num_session_options(void);
-cinfer_status cinfer_session_option_info(size_t index, cinfer_option_info *out);
+CINFER_API size_t cinfer_num_session_options(void);
+CINFER_API cinfer_status cinfer_session_option_info(size_t index, cinfer_option_info *out);
 
 /* Runs the model. `inputs` give every model input (matched by name, or by position when name is NULL).
  * `outputs` receives num_outputs tensors in model output order (num_outputs must equal
@@ -206,24 +215,25 @@ cinfer_status cinfer_session_option_info(size_t index, cinfer_option_info *out);
  * the first run at a new shape plans memory and later runs reuse the plan.
  * Thread safety: runs on one session are serialised; for parallel runs create one session per thread
  * (sessions share the model, which is read-only once loaded). */
-cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                 cinfer_tensor *outputs, size_t num_outputs);
+CINFER_API cinfer_status cinfer_session_run(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
+                                            cinfer_tensor *outputs, size_t num_outputs);
 
 /* Plans for the given input shapes without running and reports the activation arena size in bytes
  * (the planned peak of intermediate tensors). Input data may be NULL except for inputs whose values
  * decide shapes (rare: e.g. a Reshape target fed as a model input). */
-cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_tensor *inputs,
-                                         size_t num_inputs, size_t *arena_bytes);
+CINFER_API cinfer_status cinfer_session_plan_memory(cinfer_session *session, const cinfer_tensor *inputs,
+                                                    size_t num_inputs, size_t *arena_bytes);
 
 /* Names of the nodes that the last plan evaluated on the host (shape subgraphs), one per call. */
-size_t cinfer_session_num_host_nodes(const cinfer_session *session);
-const char *cinfer_session_host_node(const cinfer_session *session, size_t index);
+CINFER_API size_t cinfer_session_num_host_nodes(const cinfer_session *session);
+CINFER_API const char *cinfer_session_host_node(const cinfer_session *session, size_t index);
 
 /* Profile of node `index` (0 <= index < cinfer_model_stats.num_nodes, in execution order) summed over the
  * runs so far: its name, op type, total milliseconds and number of executions (0 for nodes evaluated on the
  * host while planning). Needs the session option profile=1. */
-cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index, const char **node_name,
-                                          const char **op_type, double *total_ms, uint64_t *calls);
+CINFER_API cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index,
+                                                     const char **node_name, const char **op_type, double *total_ms,
+                                                     uint64_t *calls);
 
 /* Counters of the session's last run: host<->device copies it made (0 on the CPU). A run copies each model
  * input to the device once and each output back once; values the host already knows (shape subgraphs,
@@ -244,7 +254,7 @@ typedef struct cinfer_run_stats {
      * copied (and replayed the plan's graph, where it has one). */
     uint64_t caller_buffers_bound;
 } cinfer_run_stats;
-cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
+CINFER_API cinfer_status cinfer_session_last_run_stats(const cinfer_session *session, cinfer_run_stats *out);
 
 /* The timeline of the session's last run (session option timeline=1): one span per host-to-device copy, device-to-
  * device copy, device-to-host copy and stretch of compute (a CUDA graph replay, or the node launches between two
@@ -268,15 +278,16 @@ typedef struct cinfer_span {
     double start_us, end_us;
 } cinfer_span;
 #define CINFER_TIMELINE_MAX_SPANS 4096
-cinfer_status cinfer_session_timeline(cinfer_session *session, cinfer_span *spans, size_t capacity, size_t *count);
+CINFER_API cinfer_status cinfer_session_timeline(cinfer_session *session, cinfer_span *spans, size_t capacity,
+                                                 size_t *count);
 
 /* cinfer_session_run with the caller's output buffers: outputs[i] describe what the model produces for these
  * inputs (dtype, ndim, dims: cinfer_session_output_info fills them; a mismatch is refused naming the output, what
  * the inputs give and what was described) and point to enough host memory, which the run fills; nothing is
  * allocated and nothing is to be freed. On a GPU, page-locked buffers (cinfer_cuda_host_alloc, cudaHostAlloc) are
  * filled by DMA straight from device memory; pageable ones through the staging buffer. */
-cinfer_status cinfer_session_run_into(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                      cinfer_tensor *outputs, size_t num_outputs);
+CINFER_API cinfer_status cinfer_session_run_into(cinfer_session *session, const cinfer_tensor *inputs,
+                                                 size_t num_inputs, cinfer_tensor *outputs, size_t num_outputs);
 
 /* Device-resident io: inputs and outputs already in the session's memory (CUDA device pointers on the session's
  * device; host pointers for "cpu"), so nothing crosses PCIe. outputs[i] describe what the model produces for
@@ -284,15 +295,24 @@ cinfer_status cinfer_session_run_into(cinfer_session *session, const cinfer_tens
  * queued on `stream` (a cudaStream_t; NULL = the legacy default stream): the session's work starts after what is
  * already queued there, and later work on `stream` sees the outputs. The call returns without waiting for the
  * GPU (the CPU backend runs synchronously). Inputs whose values decide shapes need cinfer_session_run. */
-cinfer_status cinfer_session_run_device(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                        cinfer_tensor *outputs, size_t num_outputs, void *stream);
+CINFER_API cinfer_status cinfer_session_run_device(cinfer_session *session, const cinfer_tensor *inputs,
+                                                   size_t num_inputs, cinfer_tensor *outputs, size_t num_outputs,
+                                                   void *stream);
 /* Output names, dtypes and shapes (data left NULL) for these input shapes; plans if needed. Input data may be
  * NULL. */
-cinfer_status cinfer_session_output_info(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
-                                         cinfer_tensor *outputs, size_t num_outputs);
+CINFER_API cinfer_status cinfer_session_output_info(cinfer_session *session, const cinfer_tensor *inputs,
+                                                    size_t num_inputs, cinfer_tensor *outputs, size_t num_outputs);
 
 /* Releases output data allocated by cinfer_session_run and clears t->data. */
-void cinfer_tensor_free_data(cinfer_tensor *t);
+CINFER_API void cinfer_tensor_free_data(cinfer_tensor *t);
+
+/* ---- .npy files (numpy format 1.0-3.0, little-endian, C order; what `cinfer run` reads and writes) ---- */
+/* Reads a .npy file into *out: dtype, ndim, dims and data (name NULL); release the data with
+ * cinfer_tensor_free_data. Fails naming the file when it is missing or malformed, Fortran-ordered, or of a dtype other
+ * than little-endian numeric or bool. */
+CINFER_API cinfer_status cinfer_npy_read(const char *path, cinfer_tensor *out);
+/* Writes t (dtype, ndim, dims, data; name unused) as a version 1.0 .npy file. */
+CINFER_API cinfer_status cinfer_npy_write(const char *path, const cinfer_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -1,16 +1,40 @@
-/* The table the CUDA backend module (libcinfer_cuda.so) hands the engine when runtime/device.c loads it.
+/* The hand-over between the engine and the CUDA backend module (libcinfer_cuda.so), which runtime/device.c loads.
  *
- * The engine never links CUDA: it dlopens the module the first time a CUDA device is asked for and calls
- * through this table. The module links the shared libcinfer, so both sides share one error state, one op
- * registry and one set of graph types.
+ * The engine never links CUDA: it dlopens the module the first time a CUDA device is asked for, calls the module's
+ * one exported function (CUDA_MODULE_ENTRY) with the host table below, and calls the module through the table it
+ * gets back. libcinfer.so exports the public API (cinfer_*) and nothing else, so the module binds to no engine
+ * internal by name: it links its own copy of the stateless internals it uses (dtype and tensor helpers, graph
+ * attribute readers, the op schema table and op-parameter code: cinfer_internals in CMakeLists.txt), and reaches
+ * the state that must be one through the host table: the error state, so a message set in the module is what
+ * cinfer_last_error() reads. Graphs, tensors and schema indices cross as plain data.
+ *
+ * Each side checks the other's identity: the ABI number (the layout of these two tables) and the build id, a token
+ * made at each configure (CMakeLists.txt), because a module from another build may lay out graphs, tensors or the
+ * schema table differently even where the ABI number agrees. A mismatch is refused with both values named.
  */
 #ifndef CINFER_BACKEND_CUDA_MODULE_H
 #define CINFER_BACKEND_CUDA_MODULE_H
 
+#include <stdarg.h>
+
 #include "backend/backend.h"
 
-#define CUDA_MODULE_ABI 4
+#define CUDA_MODULE_ABI 5
 #define CUDA_MODULE_ENTRY "cinfer_cuda_module"
+
+/* The module's entry, the one symbol libcinfer_cuda.so exports (it is built with hidden visibility and a version
+ * script that keeps everything else local). */
+#define CUDA_MODULE_EXPORT __attribute__((visibility("default")))
+
+/* What the engine hands the module: its identity, and the engine state the module shares instead of copying. */
+typedef struct cuda_module_host {
+    int abi;              /* CUDA_MODULE_ABI; the first member in every ABI */
+    const char *build_id; /* the engine's CINFER_BUILD_ID */
+    /* The engine's per-thread last error (core_error_v, core_error_prefix_v): the module's core_error and
+     * core_error_prefix forward here. */
+    cinfer_status (*error_v)(cinfer_status code, const char *fmt, va_list ap);
+    cinfer_status (*error_prefix_v)(cinfer_status code, const char *fmt, va_list ap);
+} cuda_module_host;
 
 /* Session-level choices the runtime passes to a CUDA backend. */
 typedef struct cuda_backend_options {
@@ -21,7 +45,8 @@ typedef struct cuda_backend_options {
 } cuda_backend_options;
 
 typedef struct cuda_module_api {
-    int abi; /* CUDA_MODULE_ABI */
+    int abi;              /* CUDA_MODULE_ABI; the first member in every ABI, so the engine can read it from any module */
+    const char *build_id; /* the module's CINFER_BUILD_ID */
     /* Visible devices; fails with a clear message when there is no driver or no device. */
     cinfer_status (*device_count)(int *count);
     cinfer_status (*device_info)(int device, cinfer_device_info *out);
@@ -39,7 +64,10 @@ typedef struct cuda_module_api {
     bool (*has_op)(const char *op_type);
 } cuda_module_api;
 
-typedef const cuda_module_api *(*cuda_module_entry_fn)(void);
+/* The entry: the module's table, always (so the engine can name the module's ABI and build id when they differ).
+ * The module takes `host` into use only when its abi and build_id are the module's own; the engine uses the table
+ * only when the table's are the engine's own. Either way nothing else of the module runs under a foreign engine. */
+typedef const cuda_module_api *(*cuda_module_entry_fn)(const cuda_module_host *host);
 
 /* Engine side (runtime/device.c): the loaded module, or NULL with the reason set as the last error. */
 const cuda_module_api *device_cuda_module(void);

@@ -172,3 +172,31 @@ cinfer_status npy_write_file(const char *path, const tensor *t) {
     if (!ok) return core_error(CINFER_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     return CINFER_OK;
 }
+
+/* ---- public API (cinfer.h): the same reader and writer over cinfer_tensor ---- */
+
+cinfer_status cinfer_npy_read(const char *path, cinfer_tensor *out) {
+    if (!path || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_npy_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    tensor t;
+    CINFER_TRY(npy_read_file(path, &t));
+    out->dtype = t.dtype;
+    out->ndim = t.ndim;
+    memcpy(out->dims, t.dims, sizeof out->dims);
+    out->data = t.data; /* core_aligned_alloc'd, which cinfer_tensor_free_data releases */
+    return CINFER_OK;
+}
+
+cinfer_status cinfer_npy_write(const char *path, const cinfer_tensor *t) {
+    if (!path || !t) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_npy_write: NULL argument");
+    if (t->ndim < 0 || t->ndim > CINFER_MAX_DIMS)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "'%s': ndim %d is not in [0, %d]", path, t->ndim, CINFER_MAX_DIMS);
+    tensor view = {.dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+    memcpy(view.dims, t->dims, sizeof view.dims);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->dims[d] < 0) return core_error(CINFER_ERR_INVALID_ARGUMENT, "'%s': dim %d is %lld", path, d, (long long)t->dims[d]);
+    if (!tensor_size_fits(&view)) return core_error(CINFER_ERR_INVALID_ARGUMENT, "'%s': the tensor is too large", path);
+    if (!t->data && tensor_nbytes(&view) > 0)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "'%s': tensor data is NULL", path);
+    return npy_write_file(path, &view);
+}

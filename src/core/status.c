@@ -8,22 +8,32 @@
 
 static _Thread_local char last_error[ERROR_TEXT_MAX];
 
+cinfer_status core_error_v(cinfer_status code, const char *fmt, va_list ap) {
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return code;
+}
+
 cinfer_status core_error(cinfer_status code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    core_error_v(code, fmt, ap);
     va_end(ap);
     return code;
 }
 
-cinfer_status core_error_prefix(cinfer_status code, const char *fmt, ...) {
+cinfer_status core_error_prefix_v(cinfer_status code, const char *fmt, va_list ap) {
     char prefix[1024], old[ERROR_TEXT_MAX];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
     memcpy(old, last_error, sizeof old);
     snprintf(last_error, sizeof last_error, "%s%s", prefix, old);
+    return code;
+}
+
+cinfer_status core_error_prefix(cinfer_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    core_error_prefix_v(code, fmt, ap);
+    va_end(ap);
     return code;
 }
 

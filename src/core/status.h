@@ -2,6 +2,7 @@
 #ifndef CINFER_CORE_STATUS_H
 #define CINFER_CORE_STATUS_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,6 +14,11 @@ cinfer_status core_error(cinfer_status code, const char *fmt, ...) __attribute__
 
 /* Prefixes the current message with more context ("model 'x': " + old message). */
 cinfer_status core_error_prefix(cinfer_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The same two with a va_list: the engine hands these to the CUDA module (backend/cuda_module.h), whose
+ * core_error and core_error_prefix forward to them, so there is one last error per thread. */
+cinfer_status core_error_v(cinfer_status code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+cinfer_status core_error_prefix_v(cinfer_status code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 void core_clear_error(void);
 

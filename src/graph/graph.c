@@ -153,7 +153,7 @@ cinfer_status graph_node_add_attr(graph_node *n, const char *name, graph_attr **
 }
 
 cinfer_status graph_node_add_int_attr(graph_node *n, const char *name, int64_t value) {
-    graph_attr *a;
+    graph_attr *a = NULL; /* set when the call succeeds; GCC cannot tell that core_error returns non-OK */
     CINFER_TRY(graph_node_add_attr(n, name, &a));
     a->type = ATTR_INT;
     a->i = value;

@@ -1,9 +1,9 @@
 /* Devices beyond the CPU: loads the CUDA backend module on first use and serves the public device API.
  *
  * Without the NVIDIA driver (libcuda.so.1) the module is not loaded at all. The module (libcinfer_cuda.so) is looked
- * for in CINFER_CUDA_MODULE, then beside the libcinfer.so this code
- * runs from, then on the loader's search path. It links libcinfer.so itself, so a program must use the shared
- * engine for CUDA: a statically linked copy would not be the one the module binds to.
+ * for in CINFER_CUDA_MODULE, then beside the libcinfer.so this code runs from, then on the loader's search path. It
+ * is handed the host table (backend/cuda_module.h) and refused unless its ABI number and build id are this
+ * engine's. A program must use the shared engine for CUDA: the module is looked for beside libcinfer.so.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/cuda_module.h"
+#include "cinfer_build_id.h"
 #include "core/status.h"
 
 #define MODULE_FILE "libcinfer_cuda.so"
@@ -20,6 +21,14 @@
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const cuda_module_api *module;
 static char load_failure[1024];
+
+/* What the module shares with the engine rather than copies (backend/cuda_module.h). */
+static const cuda_module_host host = {
+    .abi = CUDA_MODULE_ABI,
+    .build_id = CINFER_BUILD_ID,
+    .error_v = core_error_v,
+    .error_prefix_v = core_error_prefix_v,
+};
 
 /* Folder of the shared object holding this function, or false when it is the main program (static link). */
 static bool engine_library_dir(char *dir, size_t size) {
@@ -53,16 +62,17 @@ static void load_module(void) {
     }
     const char *env = getenv("CINFER_CUDA_MODULE");
     void *h = NULL;
+    const char *name = NULL; /* what was loaded, for the messages below */
     char tried[900] = "";
     if (env && env[0]) {
-        h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        h = dlopen(name = env, RTLD_NOW | RTLD_LOCAL);
         if (!h) snprintf(tried, sizeof tried, "%s", dlerror());
     } else {
         snprintf(path, sizeof path, "%s/%s", dir, MODULE_FILE);
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        h = dlopen(name = path, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             snprintf(tried, sizeof tried, "%s", dlerror());
-            h = dlopen(MODULE_FILE, RTLD_NOW | RTLD_LOCAL);
+            h = dlopen(name = MODULE_FILE, RTLD_NOW | RTLD_LOCAL);
         }
     }
     if (!h) {
@@ -72,10 +82,23 @@ static void load_module(void) {
         return;
     }
     cuda_module_entry_fn entry = (cuda_module_entry_fn)dlsym(h, CUDA_MODULE_ENTRY);
-    const cuda_module_api *api = entry ? entry() : NULL;
-    if (!api || api->abi != CUDA_MODULE_ABI) {
-        snprintf(load_failure, sizeof load_failure, "%s is not a cinfer CUDA module of this version (ABI %d expected)",
-                 env && env[0] ? env : MODULE_FILE, CUDA_MODULE_ABI);
+    const cuda_module_api *api = entry ? entry(&host) : NULL;
+    bool refused = true;
+    if (!api) {
+        snprintf(load_failure, sizeof load_failure, "%s is not a cinfer CUDA module (no %s table)", name,
+                 CUDA_MODULE_ENTRY);
+    } else if (api->abi != CUDA_MODULE_ABI) { /* read alone: another ABI may not have build_id where this one does */
+        snprintf(load_failure, sizeof load_failure,
+                 "%s is a cinfer CUDA module of another version (module ABI %d, engine ABI %d): use the "
+                 "libcinfer_cuda.so built with this libcinfer.so", name, api->abi, CUDA_MODULE_ABI);
+    } else if (!api->build_id || strcmp(api->build_id, CINFER_BUILD_ID) != 0) {
+        snprintf(load_failure, sizeof load_failure,
+                 "%s is from another build (module build id %s, engine build id %s): use the libcinfer_cuda.so "
+                 "built with this libcinfer.so", name, api->build_id ? api->build_id : "<none>", CINFER_BUILD_ID);
+    } else {
+        refused = false;
+    }
+    if (refused) {
         dlclose(h);
         return;
     }

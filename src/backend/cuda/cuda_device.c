@@ -1,5 +1,6 @@
 /* CUDA devices as this process sees them: enumeration, per-device caching allocators (device and pinned host
- * memory), the sticky-error failure flag, shared weights, and the module's entry table. */
+ * memory), the sticky-error failure flag, shared weights, and the functions of the module's table (cuda_module_entry.c
+ * hands the table to the engine). */
 #include <stdio.h>
 #include <string.h>
 
@@ -154,7 +155,7 @@ static cinfer_status raw_synchronize(void *ctx) {
 
 /* ---- device table ---- */
 
-static cinfer_status device_count(int *count) {
+cinfer_status cuda_device_count(int *count) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err == cudaErrorNoDevice || (err == cudaSuccess && n == 0)) {
@@ -175,7 +176,7 @@ static cinfer_status device_count(int *count) {
 
 static cinfer_status check_ordinal(int ordinal) {
     int n = 0;
-    CINFER_TRY(device_count(&n));
+    CINFER_TRY(cuda_device_count(&n));
     if (ordinal < 0 || ordinal >= n || ordinal >= CUDA_MAX_DEVICES)
         return core_error(CINFER_ERR_NOT_FOUND, "cuda:%d does not exist: %d CUDA device%s visible (cuda:0%s%d)", ordinal, n,
                           n == 1 ? " is" : "s are", n > 1 ? "..cuda:" : "", n > 1 ? n - 1 : 0);
@@ -376,7 +377,7 @@ void cuda_weights_release(cuda_device_state *d, cuda_weights *w) {
 
 void *cuda_weights_data(const cuda_weights *w, int value) { return w->value_data[value]; }
 
-/* ---- module table ---- */
+/* ---- the module's table entries (cuda_module_entry.c gathers them) ---- */
 
 static void format_uuid(const cudaUUID_t *u, char *out, size_t size) {
     const unsigned char *b = (const unsigned char *)u->bytes;
@@ -384,7 +385,7 @@ static void format_uuid(const cudaUUID_t *u, char *out, size_t size) {
              b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-static cinfer_status device_info(int ordinal, cinfer_device_info *out) {
+cinfer_status cuda_device_info(int ordinal, cinfer_device_info *out) {
     CINFER_TRY(check_ordinal(ordinal));
     struct cudaDeviceProp prop;
     CINFER_TRY(cuda_check(ordinal, cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties"));
@@ -410,7 +411,7 @@ static cinfer_status device_info(int ordinal, cinfer_device_info *out) {
     return CINFER_OK;
 }
 
-static cinfer_status memory_stats(int ordinal, cinfer_memory_stats *out) {
+cinfer_status cuda_memory_stats(int ordinal, cinfer_memory_stats *out) {
     cuda_device_state *d;
     CINFER_TRY(cuda_device_get(ordinal, &d));
     struct alloc_stats s, p;
@@ -432,14 +433,14 @@ static cinfer_status memory_stats(int ordinal, cinfer_memory_stats *out) {
     return CINFER_OK;
 }
 
-static cinfer_status set_memory_limit(int ordinal, size_t bytes, double fraction) {
+cinfer_status cuda_set_memory_limit(int ordinal, size_t bytes, double fraction) {
     cuda_device_state *d;
     CINFER_TRY(cuda_device_get(ordinal, &d));
     if (bytes) return alloc_set_limit(d->memory, bytes);
     return alloc_set_limit_fraction(d->memory, fraction);
 }
 
-static cinfer_status empty_cache(int ordinal) {
+cinfer_status cuda_empty_cache(int ordinal) {
     cuda_device_state *d;
     CINFER_TRY(cuda_device_get(ordinal, &d));
     alloc_empty_cache(d->memory);
@@ -447,30 +448,16 @@ static cinfer_status empty_cache(int ordinal) {
     return CINFER_OK;
 }
 
-static cinfer_status host_alloc(int ordinal, size_t bytes, void **out) {
+cinfer_status cuda_host_alloc(int ordinal, size_t bytes, void **out) {
     cuda_device_state *d;
     CINFER_TRY(cuda_device_get(ordinal, &d));
     return alloc_malloc(d->pinned, bytes ? bytes : 1, 0, out);
 }
 
-static void host_free(int ordinal, void *p) {
+void cuda_host_free(int ordinal, void *p) {
     cuda_device_state *d;
     if (p && cuda_device_get(ordinal, &d) == CINFER_OK) alloc_free(d->pinned, p);
 }
 
-static bool has_op(const char *op_type) { return cuda_find_kernel(op_type) != NULL; }
+bool cuda_has_op(const char *op_type) { return cuda_find_kernel(op_type) != NULL; }
 
-static const cuda_module_api module_api = {
-    .abi = CUDA_MODULE_ABI,
-    .device_count = device_count,
-    .device_info = device_info,
-    .backend_create = cuda_backend_create,
-    .memory_stats = memory_stats,
-    .set_memory_limit = set_memory_limit,
-    .empty_cache = empty_cache,
-    .host_alloc = host_alloc,
-    .host_free = host_free,
-    .has_op = has_op,
-};
-
-__attribute__((visibility("default"))) const cuda_module_api *cinfer_cuda_module(void) { return &module_api; }

@@ -68,4 +68,15 @@ void *cuda_weights_data(const cuda_weights *w, int value);
 /* The module's session backend (cuda_backend.c). */
 cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *g, backend **out);
 
+/* The rest of the module's table (cuda_device.c; contracts in backend/cuda_module.h), which cuda_module_entry.c
+ * hands the engine. */
+cinfer_status cuda_device_count(int *count);
+cinfer_status cuda_device_info(int ordinal, cinfer_device_info *out);
+cinfer_status cuda_memory_stats(int ordinal, cinfer_memory_stats *out);
+cinfer_status cuda_set_memory_limit(int ordinal, size_t bytes, double fraction);
+cinfer_status cuda_empty_cache(int ordinal);
+cinfer_status cuda_host_alloc(int ordinal, size_t bytes, void **out);
+void cuda_host_free(int ordinal, void *p);
+bool cuda_has_op(const char *op_type);
+
 #endif

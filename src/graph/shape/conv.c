@@ -406,7 +406,7 @@ static cinfer_status infer_conv_transpose(const graph_node *n, const tensor *in,
 static cinfer_status infer_batchnorm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     const tensor *x = &in[0];
     char sx[128], sp[128];
-    static const char *names[] = {"X", "scale", "B", "input_mean", "input_var"};
+    static const char *const names[] = {"X", "scale", "B", "input_mean", "input_var"};
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
     if (x->ndim < 2)
         return core_error(CINFER_ERR_INVALID_MODEL,

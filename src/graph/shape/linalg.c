@@ -126,7 +126,7 @@ cinfer_status linalg_compute_gemm(const graph_node *n, const tensor *in, int num
 /* Y = alpha * op(A) * op(B) + beta * C, A and B 2-D, C unidirectionally broadcastable to [M, N]. */
 static cinfer_status infer_gemm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
-    linalg_gemm p;
+    linalg_gemm p = {0}; /* GCC cannot tell that a failed call returns before p is read */
     CINFER_TRY(linalg_compute_gemm(n, in, num_in, &p));
     out[0].dtype = in[0].dtype;
     out[0].ndim = 2;

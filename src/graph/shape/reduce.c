@@ -246,7 +246,7 @@ static cinfer_status infer_arg(const graph_node *n, const tensor *in, int num_in
 }
 
 static cinfer_status infer_topk(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
-    reduce_topk t;
+    reduce_topk t = {0}; /* GCC cannot tell that a failed call returns before t is read */
     CINFER_TRY(reduce_compute_topk(n, in, num_in, NULL, &t));
     shape_copy(&out[0], &in[0]);
     out[0].dims[t.rows.axis] = t.k;
@@ -355,7 +355,7 @@ static cinfer_status expect_vector(const graph_node *n, const tensor *in, int i,
 static cinfer_status infer_seg_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in; (void)num_out;
     CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    reduce_seg_norm p;
+    reduce_seg_norm p = {0}; /* GCC cannot tell that a failed call returns before p is read */
     CINFER_TRY(reduce_compute_seg_norm(n, &in[0], &p));
     bool group = strcmp(n->op_type, "GroupNormalization") == 0;
     CINFER_TRY(expect_vector(n, in, 1, p.param_len, "scale"));
