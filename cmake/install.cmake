@@ -18,10 +18,10 @@ install(TARGETS cinfer_shared cinfer_static
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES include/cinfer/cinfer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cinfer)
 if(TARGET cinfer_cuda)
-  # $ORIGIN: the libcinfer.so.0 beside it; the CUDA toolkit's and cuDNN's folders of the build machine, as its
-  # BUILD_RPATH has them (elsewhere LD_LIBRARY_PATH finds them, as in the build tree).
+  # It links no libcinfer (the engine hands it a table at load): the CUDA toolkit's and cuDNN's folders of the build
+  # machine, as its BUILD_RPATH has them (elsewhere LD_LIBRARY_PATH finds them, as in the build tree).
   set_target_properties(cinfer_cuda PROPERTIES
-                        INSTALL_RPATH "$ORIGIN;${CMAKE_INSTALL_RPATH};${CUDAToolkit_LIBRARY_DIR};${CUDNN_LIBRARY_DIR}")
+                        INSTALL_RPATH "${CMAKE_INSTALL_RPATH};${CUDAToolkit_LIBRARY_DIR};${CUDNN_LIBRARY_DIR}")
   install(TARGETS cinfer_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 

@@ -77,11 +77,14 @@ def test_installed_programs_run_from_the_prefix(prefix):
         assert "--model-repository" in run([prefix / "bin/cinfer-server", "--help"], env=clean_env())
 
 
-def test_cuda_module_binds_to_the_installed_engine(prefix):
+def test_installed_cuda_module_resolves_its_libraries(prefix):
+    """The module binds to the engine through the table it is handed at load (docs/cuda.md), not by linking
+    libcinfer: installed, every library it needs (CUDA's, cuDNN, OpenBLAS) resolves from its RUNPATH."""
     if os.environ.get("CINFER_HAVE_CUDA") != "ON":
         pytest.skip("the CUDA module is not built here (CINFER_CUDA off or no nvcc)")
-    libs = resolved_libraries(prefix / "lib/libcinfer_cuda.so")
-    assert pathlib.Path(libs["libcinfer.so.0"]).resolve() == (prefix / "lib/libcinfer.so.0").resolve(), libs
+    libs = resolved_libraries(prefix / "lib/libcinfer_cuda.so")  # fails on any "not found"
+    assert "libcinfer.so.0" not in libs, libs
+    assert any(name.startswith("libcudart") for name in libs), libs
 
 
 def test_pkg_config_flags_point_into_the_prefix(prefix):
