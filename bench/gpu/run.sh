@@ -18,9 +18,9 @@
 #             image b1 (+ stream vs copy loop), fp32 and fp16, device-resident and pinned rows, ResNet-50 load time,
 #             fp16/bf16 agreement: ~4-6 min. COMPARE_ARGS replaces the options (e.g. "--quick": the goal rows only);
 #             tables in $OUT/compare.log, everything in $OUT/compare/compare.json
-#   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol, batching, OOM
-#             and fault suites through tritonclient (real OOM under a memory limit, a poisoned device turning
-#             liveness to 400), and the real NVML metrics against nvidia-smi
+#   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol, batching, OOM,
+#             fault, precision and Triton-habits suites through tritonclient (real OOM under a memory limit, a poisoned
+#             device turning liveness to 400), and the real NVML metrics against nvidia-smi
 #   profile   for each PROFILE_SPECS entry model:batch:precision (default resnet50:64:fp16 bert:32:fp16): the
 #             caller-stream timing check (bench/gpu/check_timing.py), cinfer bench --profile (per-op table) and plain
 #             cinfer bench (host api, wall clock)
@@ -139,7 +139,8 @@ for what in "${@:-tests}"; do
         server_env
         stage server_gpu $PY -m pytest -q -rs -p no:cacheprovider tests/server/test_protocol.py \
             tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi" \
-            tests/server/test_oom.py tests/server/test_faults.py
+            tests/server/test_oom.py tests/server/test_faults.py tests/server/test_precision.py \
+            tests/server/test_triton_flags.py
         ;;
     compare)
         torch_python
