@@ -158,7 +158,8 @@ parameters { key: "intra_op_thread_count" value { string_value: "1" } }
 parameters { key: "inter_op_thread_count" value { string_value: "1" } }
 """
     write_model(repo, "ignored", {1: mlp_model()}, ignored)
-    write_model(repo, "reference", {1: mlp_model()}, MLP_CONFIG)
+    # on the CPU as "ignored" is: the comparison below is bitwise, and a GPU's float32 sums round differently
+    write_model(repo, "reference", {1: mlp_model()}, MLP_CONFIG + "instance_group [ { kind: KIND_CPU count: 1 } ]\n")
     trt_fp16 = MLP_CONFIG + """
 optimization { execution_accelerators { gpu_execution_accelerator [ {
   name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } }
