@@ -1,5 +1,6 @@
 /* cinfer command-line tool: run a model on .npy inputs, inspect it, list ops, benchmark it. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -127,6 +128,32 @@ static int add_session_option(cli_options *o, const char *key, size_t key_len, c
 }
 
 /* Parses the options shared by the subcommands; returns 0 or prints the problem and returns 2. */
+/* The subcommands' flags, parsed with getopt_long: "--flag VALUE" or "--flag=VALUE". */
+enum cli_flag {
+    CLI_INPUT = 256, CLI_DIM, CLI_OUTPUT_DIR, CLI_DEVICE, CLI_THREADS, CLI_PRECISION, CLI_OPTION, CLI_BATCH, CLI_ITERS,
+    CLI_WARMUP, CLI_INT_HIGH, CLI_PROFILE, CLI_TIMINGS, CLI_TIMELINE, CLI_DETERMINISTIC,
+};
+
+static const struct option CLI_FLAGS[] = {
+    {"input", required_argument, NULL, CLI_INPUT},         {"dim", required_argument, NULL, CLI_DIM},
+    {"output-dir", required_argument, NULL, CLI_OUTPUT_DIR}, {"device", required_argument, NULL, CLI_DEVICE},
+    {"threads", required_argument, NULL, CLI_THREADS},     {"precision", required_argument, NULL, CLI_PRECISION},
+    {"option", required_argument, NULL, CLI_OPTION},       {"batch", required_argument, NULL, CLI_BATCH},
+    {"iters", required_argument, NULL, CLI_ITERS},         {"warmup", required_argument, NULL, CLI_WARMUP},
+    {"int-high", required_argument, NULL, CLI_INT_HIGH},   {"profile", no_argument, NULL, CLI_PROFILE},
+    {"timings", no_argument, NULL, CLI_TIMINGS},           {"timeline", no_argument, NULL, CLI_TIMELINE},
+    {"deterministic", no_argument, NULL, CLI_DETERMINISTIC}, {NULL, 0, NULL, 0},
+};
+
+/* "--flag=value" or "--flag" as typed, without the value, for messages. */
+static const char *typed_flag(const char *arg, char *buf, size_t len) {
+    const char *eq = strchr(arg, '=');
+    snprintf(buf, len, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+    return buf;
+}
+
+/* Parses a subcommand's flags (argv[0] is the subcommand) and its one positional argument, the model; returns 0 or
+ * prints the problem and returns 2. Flags and the model may come in any order. */
 static int parse_options(int argc, char **argv, cli_options *o) {
     memset(o, 0, sizeof *o);
     o->device = "cpu";
@@ -134,63 +161,62 @@ static int parse_options(int argc, char **argv, cli_options *o) {
     o->iters = 100;
     o->warmup = 10;
     o->int_high = 2;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--profile") == 0 || strcmp(a, "--timings") == 0 || strcmp(a, "--timeline") == 0) {
-            if (a[2] == 'p') o->profile = true;
-            else if (strcmp(a, "--timings") == 0) o->timings = true;
-            else o->timeline = true;
-            continue;
-        }
-        if (strcmp(a, "--deterministic") == 0) {
-            if (add_session_option(o, "deterministic", strlen("deterministic"), "1")) return 2;
-            continue;
-        }
-        bool takes_value = strncmp(a, "--", 2) == 0;
-        if (takes_value && !v) {
-            fprintf(stderr, "cinfer: option %s needs a value\n", a);
-            return 2;
-        }
-        char *end = NULL;
-        if (strcmp(a, "--input") == 0) {
+    opterr = 0; /* our own messages */
+    optind = 1;
+    for (;;) {
+        int index = -1;
+        int id = getopt_long(argc, argv, ":", CLI_FLAGS, &index);
+        if (id == -1) break;
+        char flag[64];
+        /* unknown, or a value missing at the end: the flag is the element getopt_long just read */
+        if (id == '?') return fprintf(stderr, "cinfer: unknown option %s\n", typed_flag(argv[optind - 1], flag, sizeof flag)), 2;
+        if (id == ':') return fprintf(stderr, "cinfer: option %s needs a value\n", typed_flag(argv[optind - 1], flag, sizeof flag)), 2;
+        snprintf(flag, sizeof flag, "--%s", CLI_FLAGS[index].name);
+        const char *v = optarg;
+        switch (id) {
+        case CLI_INPUT:
             if (o->num_inputs == MAX_CLI_INPUTS) return fprintf(stderr, "cinfer: too many --input\n"), 2;
             o->input_specs[o->num_inputs++] = v;
-        } else if (strcmp(a, "--dim") == 0) {
+            break;
+        case CLI_DIM:
             if (o->num_dims == MAX_CLI_INPUTS) return fprintf(stderr, "cinfer: too many --dim\n"), 2;
             o->dim_specs[o->num_dims++] = v;
-        } else if (strcmp(a, "--output-dir") == 0) {
-            o->output_dir = v;
-        } else if (strcmp(a, "--device") == 0) {
-            o->device = v;
-        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--precision") == 0) {
-            if (add_session_option(o, a + 2, strlen(a + 2), v)) return 2;
-        } else if (strcmp(a, "--option") == 0) {
+            break;
+        case CLI_OUTPUT_DIR: o->output_dir = v; break;
+        case CLI_DEVICE: o->device = v; break;
+        /* aliases of session options: the engine checks their values */
+        case CLI_THREADS: if (add_session_option(o, "threads", strlen("threads"), v)) return 2; break;
+        case CLI_PRECISION: if (add_session_option(o, "precision", strlen("precision"), v)) return 2; break;
+        case CLI_DETERMINISTIC: if (add_session_option(o, "deterministic", strlen("deterministic"), "1")) return 2; break;
+        case CLI_OPTION: {
             const char *eq = strchr(v, '=');
             if (!eq) return fprintf(stderr, "cinfer: --option wants KEY=VALUE, got '%s'\n", v), 2;
             if (add_session_option(o, v, (size_t)(eq - v), eq + 1)) return 2;
-        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
-                   strcmp(a, "--int-high") == 0) {
+            break;
+        }
+        case CLI_BATCH: case CLI_ITERS: case CLI_WARMUP: case CLI_INT_HIGH: {
+            char *end;
+            errno = 0;
             long n = strtol(v, &end, 10);
-            if (*end || n < 0 || (n == 0 && strcmp(a, "--warmup") != 0)) {
-                fprintf(stderr, "cinfer: %s wants a positive integer, got '%s'\n", a, v);
+            if (errno || !*v || *end || n < 0 || (n == 0 && id != CLI_WARMUP)) {
+                fprintf(stderr, "cinfer: %s wants a positive integer, got '%s'\n", flag, v);
                 return 2;
             }
-            if (a[2] == 'b') o->batch = n, o->batch_given = true;
-            else if (a[2] == 'i' && a[3] == 't') o->iters = n;
-            else if (a[2] == 'w') o->warmup = n;
+            if (id == CLI_BATCH) o->batch = n, o->batch_given = true;
+            else if (id == CLI_ITERS) o->iters = n;
+            else if (id == CLI_WARMUP) o->warmup = n;
             else o->int_high = n;
-        } else if (takes_value) {
-            fprintf(stderr, "cinfer: unknown option %s\n", a);
-            return 2;
-        } else if (!o->model_path) {
-            o->model_path = a;
-            continue;
-        } else {
-            fprintf(stderr, "cinfer: unexpected argument '%s'\n", a);
-            return 2;
+            break;
         }
-        i++;
+        case CLI_PROFILE: o->profile = true; break;
+        case CLI_TIMINGS: o->timings = true; break;
+        case CLI_TIMELINE: o->timeline = true; break;
+        default: return fprintf(stderr, "cinfer: internal: option %d has no handler\n", id), 2;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (o->model_path) return fprintf(stderr, "cinfer: unexpected argument '%s'\n", argv[i]), 2;
+        o->model_path = argv[i];
     }
     return 0;
 }
@@ -892,7 +918,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "ops") == 0) return cmd_ops();
     if (strcmp(cmd, "gpus") == 0) return cmd_gpus();
     cli_options o;
-    int rc = parse_options(argc - 2, argv + 2, &o);
+    int rc = parse_options(argc - 1, argv + 1, &o);
     if (rc) return rc;
     if (strcmp(cmd, "run") == 0) return cmd_run(&o);
     if (strcmp(cmd, "inspect") == 0) return cmd_inspect(&o);

@@ -251,6 +251,18 @@ def test_corrupt_models_never_crash(cli, tmp_path):
             assert "cinfer:" in p.stderr
 
 
+def test_flags_take_equals_values_in_any_order(cli, tmp_path):
+    """getopt_long: --flag=value as well as --flag value, flags before or after the model."""
+    out = run(cli, "bench", "--batch=3", "--iters", "2", MODELS / "mlp.onnx", "--warmup=0", "--option=threads=1")
+    assert "batch: 3" in out and "iters: 2" in out and "threads: 1" in out
+    run(cli, "run", f"--input=x={MODELS / 'mlp_x.npy'}", "--output-dir", tmp_path, MODELS / "mlp.onnx")
+    assert (tmp_path / "probs.npy").exists()
+    assert "option --iters needs a value" in run(cli, "bench", MODELS / "mlp.onnx", "--iters", expect=2)
+    assert "--iters wants a positive integer, got '-5'" in run(cli, "bench", MODELS / "mlp.onnx", "--iters", "-5", expect=2)
+    assert "unknown option --bogus" in run(cli, "bench", MODELS / "mlp.onnx", "--bogus=1", expect=2)
+    assert "unexpected argument 'extra'" in run(cli, "bench", MODELS / "mlp.onnx", "extra", expect=2)
+
+
 def test_unknown_command_and_option(cli):
     assert "unknown command" in run(cli, "frobnicate", expect=2)
     assert "unknown option" in run(cli, "inspect", MODELS / "mlp.onnx", "--bogus", "1", expect=2)
