@@ -121,7 +121,8 @@ void kserve_infer_request_free(kserve_infer_request *r) {
     free(r->id);
     for (size_t i = 0; i < r->num_inputs; i++) {
         free(r->inputs[i].name);
-        free(r->inputs[i].owned);
+        if (r->inputs[i].owned_pinned) cinfer_cuda_host_free(r->pinned_device, r->inputs[i].owned);
+        else free(r->inputs[i].owned);
         free(r->inputs[i].shm.region);
         shm_region_release(r->inputs[i].shm.held);
     }
@@ -364,6 +365,7 @@ static int parse_input(json_t *jin, size_t index, kserve_input *in, int *binary_
 
 int kserve_parse_infer(const char *body, size_t len, long long header_len, kserve_infer_request *r, serve_error *e) {
     memset(r, 0, sizeof *r);
+    r->pinned_device = -1;
     if (header_len == 0) { /* raw binary: the whole body is the single input */
         r->raw = 1;
         r->raw_data = body;
@@ -612,18 +614,23 @@ static int count_bytes_elements(const unsigned char *p, size_t n, int64_t *count
 }
 
 /* Reads a shared-memory input into an aligned buffer the request owns (the engine's alignment, as the copy of
- * unaligned binary data below). */
-static int read_shm_input(kserve_input *in, serve_error *e) {
-    void *copy = aligned_alloc(64, (in->byte_size + 63) / 64 * 64 + 64);
-    if (!copy) return serve_fail(e, SERVE_INTERNAL, "out of memory reading input '%s' from shared memory", in->name);
+ * unaligned binary data below): page-locked memory of the model's GPU when it has one, so the engine uploads it by
+ * DMA without staging it again, as it uploads a gathered batch. */
+static int read_shm_input(kserve_input *in, int pinned_device, serve_error *e) {
+    size_t cap = (in->byte_size + 63) / 64 * 64 + 64;
+    void *copy = NULL;
+    int pinned = pinned_device >= 0 && cinfer_cuda_host_alloc(pinned_device, cap, &copy) == CINFER_OK;
+    if (!pinned && !(copy = aligned_alloc(64, cap))) /* no page-locked memory to be had: ordinary memory works */
+        return serve_fail(e, SERVE_INTERNAL, "out of memory reading input '%s' from shared memory", in->name);
     char what[160];
     snprintf(what, sizeof what, "input '%s'", in->name);
     if (shm_region_read(in->shm.held, in->shm.offset, copy, in->byte_size, what, e) != 0) {
-        free(copy);
+        if (pinned) cinfer_cuda_host_free(pinned_device, copy);
+        else free(copy);
         return -1;
     }
-    free(in->owned);
-    in->owned = copy;
+    in->owned = copy; /* a shared-memory input has no other data */
+    in->owned_pinned = pinned;
     in->data = copy;
     return 0;
 }
@@ -726,7 +733,7 @@ int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_
                                   shape_text(got, sizeof got, in->shape, in->ndim), kserve_dtype_name(in->dtype), need,
                                   in->byte_size);
         }
-        if (in->shm.held && !in->data && read_shm_input((kserve_input *)in, e) != 0) return -1;
+        if (in->shm.held && !in->data && read_shm_input((kserve_input *)in, r->pinned_device, e) != 0) return -1;
         if (in->dtype == CINFER_DTYPE_STRING) {
             int64_t count;
             if (count_bytes_elements(in->data, in->byte_size, &count) != 0)

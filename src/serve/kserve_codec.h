@@ -27,7 +27,8 @@ typedef struct kserve_input {
     int64_t shape[CINFER_MAX_DIMS];
     const void *data;        /* little-endian elements; BYTES: 4-byte length + bytes per element */
     size_t byte_size;
-    void *owned;             /* data converted from JSON, freed with the request */
+    void *owned;             /* data converted from JSON or read from shared memory, freed with the request */
+    int owned_pinned;        /* owned is page-locked memory of the request's pinned_device */
     kserve_shm_ref shm;      /* data in shared memory: resolved by kserve_resolve_shm, read by kserve_bind_inputs */
 } kserve_input;
 
@@ -49,6 +50,9 @@ typedef struct kserve_infer_request {
     int raw;                 /* Inference-Header-Content-Length: 0 - the body is the one input's bytes */
     const void *raw_data;
     size_t raw_size;
+    int pinned_device;       /* >= 0: shared-memory inputs are read into page-locked memory of this GPU, so that
+                              * its upload is a DMA straight from the one copy; -1 (parsing's default): ordinary
+                              * memory. Set between parsing and binding. */
 } kserve_infer_request;
 
 /* Parses an infer request. header_len is the Inference-Header-Content-Length value, or -1 when absent (the
