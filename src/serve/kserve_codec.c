@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy_pool.h" /* COPY_POOL_MIN_BYTES: what the gather copies into page-locked memory itself */
+
 static const struct {
     const char *name;
     cinfer_dtype dtype;
@@ -614,12 +616,15 @@ static int count_bytes_elements(const unsigned char *p, size_t n, int64_t *count
 }
 
 /* Reads a shared-memory input into an aligned buffer the request owns (the engine's alignment, as the copy of
- * unaligned binary data below): page-locked memory of the model's GPU when it has one, so the engine uploads it by
- * DMA without staging it again, as it uploads a gathered batch. */
+ * unaligned binary data below): page-locked memory of the model's GPU when it has one and the input is under 1 MiB,
+ * so the engine uploads it by DMA without staging it again, as it uploads a gathered batch. */
 static int read_shm_input(kserve_input *in, int pinned_device, serve_error *e) {
     size_t cap = (in->byte_size + 63) / 64 * 64 + 64;
     void *copy = NULL;
-    int pinned = pinned_device >= 0 && cinfer_cuda_host_alloc(pinned_device, cap, &copy) == CINFER_OK;
+    /* only below the gather's threshold: a larger request is copied into the lane's page-locked buffer anyway
+     * (batcher.c gather_single), and page-locked memory held by queued requests is worth bounding */
+    int pinned = pinned_device >= 0 && in->byte_size < COPY_POOL_MIN_BYTES &&
+                 cinfer_cuda_host_alloc(pinned_device, cap, &copy) == CINFER_OK;
     if (!pinned && !(copy = aligned_alloc(64, cap))) /* no page-locked memory to be had: ordinary memory works */
         return serve_fail(e, SERVE_INTERNAL, "out of memory reading input '%s' from shared memory", in->name);
     char what[160];
