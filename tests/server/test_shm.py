@@ -1,7 +1,8 @@
 """System shared memory (Triton's extension) through tritonclient.http and tritonclient.utils.shared_memory: register,
 status, unregister; inputs read from and outputs written to regions (offsets, mixed with binary outputs); the error
 cases (each a 400/404/405 naming the region, input or output); and regions unregistered while requests that use
-them are still queued (the mapping must outlive the registration)."""
+them are still queued (the region must outlive the registration); objects shrunk by their owner under a registered
+region (a 400 naming it, never a crash)."""
 import json
 import os
 import re
@@ -214,8 +215,8 @@ def _pending(server, model):
 
 def test_unregister_while_requests_are_queued(tmp_path, start_server):
     """Requests reading and writing a region are queued behind a slow model; the client unregisters every region
-    (and re-registers the names elsewhere) while they wait. Each request must still read its input and write its
-    output through the original mapping: had the server unmapped it, they would fault or write nowhere."""
+    (and re-registers the names elsewhere) while they wait. Each request must still write its output into the
+    original object (its input was read when it was accepted): had the server closed it, they would write nowhere."""
     model = slow_model(layers=48)
     repo = tmp_path / "models"
     write_model(repo, "slow", {1: model})
@@ -251,7 +252,7 @@ def test_unregister_while_requests_are_queued(tmp_path, start_server):
             time.sleep(0.002)
         client.unregister_system_shared_memory()
         still_pending = _pending(server, "slow")
-        # the names are free at once, even while the old mappings are in use
+        # the names are free at once, even while the old regions are in use
         assert client.get_system_shared_memory_status() == []
         client.register_system_shared_memory("in", f"/{TAG}_qother", 64)
         client.register_system_shared_memory("out", f"/{TAG}_qother", 64)
