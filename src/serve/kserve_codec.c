@@ -1,8 +1,9 @@
 /* KServe v2 infer codec. Requests: JSON parsed with jansson; `data` (flat or nested) converted to a dense
  * little-endian buffer in the declared datatype; binary tensors (Inference-Header-Content-Length) referenced
- * in place; shared-memory tensors referenced in their mapped region. Binding checks names, datatypes, shapes
- * (batch dim included when the model batches) and byte sizes against the model config. Responses: JSON `data`
- * or binary tensors appended after the JSON header; shared-memory outputs copied into their region. */
+ * in place; shared-memory tensors resolved to their region. Binding checks names, datatypes, shapes
+ * (batch dim included when the model batches) and byte sizes against the model config, and reads shared-memory
+ * inputs (pread, never a mapping: see shm.h). Responses: JSON `data` or binary tensors appended after the JSON
+ * header; shared-memory outputs written into their region (pwrite). */
 #include "kserve_codec.h"
 
 #include <inttypes.h>
@@ -11,6 +12,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "copy_pool.h" /* COPY_POOL_MIN_BYTES: what the gather copies into page-locked memory itself */
 
 static const struct {
     const char *name;
@@ -120,7 +123,8 @@ void kserve_infer_request_free(kserve_infer_request *r) {
     free(r->id);
     for (size_t i = 0; i < r->num_inputs; i++) {
         free(r->inputs[i].name);
-        free(r->inputs[i].owned);
+        if (r->inputs[i].owned_pinned) cinfer_cuda_host_free(r->pinned_device, r->inputs[i].owned);
+        else free(r->inputs[i].owned);
         free(r->inputs[i].shm.region);
         shm_region_release(r->inputs[i].shm.held);
     }
@@ -292,6 +296,29 @@ static int check_shm_params(const char *kind, const char *name, json_t *params, 
     return 0;
 }
 
+/* Duplicate names in a list of n: up to NAMES_PAIRWISE_MAX are compared pairwise (no allocation on the common
+ * path); longer lists go through a jansson object used as a set, whose hash is seeded at random per process, so
+ * checking n names is O(n) expected whatever names a client picks (80,000 outputs took 17 s pairwise). */
+#define NAMES_PAIRWISE_MAX 16
+
+typedef struct name_check {
+    json_t *set;   /* NULL while pairwise */
+    size_t total;  /* names the list will have */
+} name_check;
+
+/* Returns 1 when `name` equals one of `earlier` (the k names checked before it, at `stride` bytes apart from
+ * the first), 0 after recording it, -1 when out of memory. */
+static int name_check_add(name_check *c, const char *name, const void *earlier, size_t stride, size_t k) {
+    if (c->total <= NAMES_PAIRWISE_MAX) {
+        for (size_t i = 0; i < k; i++)
+            if (!strcmp(*(char *const *)((const char *)earlier + i * stride), name)) return 1;
+        return 0;
+    }
+    if (!c->set && !(c->set = json_object())) return -1;
+    if (json_object_get(c->set, name)) return 1;
+    return json_object_set_new_nocheck(c->set, name, json_null()) == 0 ? 0 : -1; /* names came from JSON: UTF-8 */
+}
+
 static int parse_input(json_t *jin, size_t index, kserve_input *in, int *binary_size_set, size_t *binary_size,
                        serve_error *e) {
     if (!json_is_object(jin)) return serve_fail(e, SERVE_BAD_REQUEST, "inputs[%zu] must be a JSON object", index);
@@ -340,6 +367,7 @@ static int parse_input(json_t *jin, size_t index, kserve_input *in, int *binary_
 
 int kserve_parse_infer(const char *body, size_t len, long long header_len, kserve_infer_request *r, serve_error *e) {
     memset(r, 0, sizeof *r);
+    r->pinned_device = -1;
     if (header_len == 0) { /* raw binary: the whole body is the single input */
         r->raw = 1;
         r->raw_data = body;
@@ -363,6 +391,7 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
                           jerr.text);
     }
     int rc = -1;
+    name_check input_names = {0}, output_names = {0};
     if (!json_is_object(root)) {
         serve_fail(e, SERVE_BAD_REQUEST, "the request must be a JSON object");
         goto done;
@@ -383,6 +412,7 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
     }
     size_t n = json_array_size(inputs);
     if (!(r->inputs = calloc(n, sizeof *r->inputs))) goto oom;
+    input_names.total = n;
     const char *bin = body + jlen;
     size_t bin_left = len - jlen;
     for (size_t i = 0; i < n; i++) {
@@ -392,11 +422,12 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         size_t bsize = 0;
         json_t *jin = json_array_get(inputs, i);
         if (parse_input(jin, i, in, &has_bin, &bsize, e) != 0) goto done;
-        for (size_t k = 0; k < i; k++)
-            if (!strcmp(r->inputs[k].name, in->name)) {
-                serve_fail(e, SERVE_BAD_REQUEST, "input '%s' is given twice", in->name);
-                goto done;
-            }
+        int seen = name_check_add(&input_names, in->name, &r->inputs[0].name, sizeof *r->inputs, i);
+        if (seen < 0) goto oom;
+        if (seen) {
+            serve_fail(e, SERVE_BAD_REQUEST, "input '%s' is given twice", in->name);
+            goto done;
+        }
         json_t *data = json_object_get(jin, "data");
         int64_t numel = kserve_numel(in->shape, in->ndim);
         char shp[128];
@@ -475,6 +506,7 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
         }
         size_t no = json_array_size(outputs);
         if (no && !(r->outputs = calloc(no, sizeof *r->outputs))) goto oom;
+        output_names.total = no;
         for (size_t i = 0; i < no; i++) {
             json_t *jo = json_array_get(outputs, i), *nm = json_object_get(jo, "name"), *p = json_object_get(jo, "parameters");
             if (!json_is_string(nm)) {
@@ -484,11 +516,12 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
             kserve_output *o = &r->outputs[r->num_outputs++];
             o->binary = -1;
             if (!(o->name = strdup(json_string_value(nm)))) goto oom;
-            for (size_t k = 0; k + 1 < r->num_outputs; k++)
-                if (!strcmp(r->outputs[k].name, o->name)) {
-                    serve_fail(e, SERVE_BAD_REQUEST, "output '%s' is requested twice", o->name);
-                    goto done;
-                }
+            int seen = name_check_add(&output_names, o->name, &r->outputs[0].name, sizeof *r->outputs, r->num_outputs - 1);
+            if (seen < 0) goto oom;
+            if (seen) {
+                serve_fail(e, SERVE_BAD_REQUEST, "output '%s' is requested twice", o->name);
+                goto done;
+            }
             if (p && !json_is_object(p)) {
                 serve_fail(e, SERVE_BAD_REQUEST, "output '%s': 'parameters' must be an object", o->name);
                 goto done;
@@ -527,6 +560,8 @@ int kserve_parse_infer(const char *body, size_t len, long long header_len, kserv
 oom:
     serve_fail(e, SERVE_INTERNAL, "out of memory while parsing the request");
 done:
+    json_decref(input_names.set); /* before the arena ends: their nodes may live in it */
+    json_decref(output_names.set);
     json_decref(root);
     if (arena) arena_end();
     if (rc) kserve_infer_request_free(r);
@@ -541,17 +576,18 @@ int kserve_resolve_shm(kserve_infer_request *r, shm_registry *reg, serve_error *
         kserve_input *in = &r->inputs[i];
         if (!in->shm.region || in->shm.held) continue;
         snprintf(what, sizeof what, "input '%s'", in->name);
-        if (shm_acquire(reg, in->shm.region, in->shm.offset, in->shm.byte_size, what, &in->shm.held, &in->shm.addr, e) != 0)
-            return -1;
-        in->data = in->shm.addr;
+        if (shm_acquire(reg, in->shm.region, in->shm.offset, in->shm.byte_size, what, &in->shm.held, e) != 0) return -1;
+        if (in->shm.byte_size > SIZE_MAX - 128)
+            return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shared_memory_byte_size %" PRIu64 " is too large", in->name,
+                              in->shm.byte_size);
+        in->data = NULL; /* read by kserve_bind_inputs once the size is checked against the shape */
         in->byte_size = (size_t)in->shm.byte_size;
     }
     for (size_t i = 0; i < r->num_outputs; i++) {
         kserve_output *o = &r->outputs[i];
         if (!o->shm.region || o->shm.held) continue;
         snprintf(what, sizeof what, "output '%s'", o->name);
-        if (shm_acquire(reg, o->shm.region, o->shm.offset, o->shm.byte_size, what, &o->shm.held, &o->shm.addr, e) != 0)
-            return -1;
+        if (shm_acquire(reg, o->shm.region, o->shm.offset, o->shm.byte_size, what, &o->shm.held, e) != 0) return -1;
     }
     return 0;
 }
@@ -576,6 +612,31 @@ static int count_bytes_elements(const unsigned char *p, size_t n, int64_t *count
         c++;
     }
     *count = c;
+    return 0;
+}
+
+/* Reads a shared-memory input into an aligned buffer the request owns (the engine's alignment, as the copy of
+ * unaligned binary data below): page-locked memory of the model's GPU when it has one and the input is under 1 MiB,
+ * so the engine uploads it by DMA without staging it again, as it uploads a gathered batch. */
+static int read_shm_input(kserve_input *in, int pinned_device, serve_error *e) {
+    size_t cap = (in->byte_size + 63) / 64 * 64 + 64;
+    void *copy = NULL;
+    /* only below the gather's threshold: a larger request is copied into the lane's page-locked buffer anyway
+     * (batcher.c gather_single), and page-locked memory held by queued requests is worth bounding */
+    int pinned = pinned_device >= 0 && in->byte_size < COPY_POOL_MIN_BYTES &&
+                 cinfer_cuda_host_alloc(pinned_device, cap, &copy) == CINFER_OK;
+    if (!pinned && !(copy = aligned_alloc(64, cap))) /* no page-locked memory to be had: ordinary memory works */
+        return serve_fail(e, SERVE_INTERNAL, "out of memory reading input '%s' from shared memory", in->name);
+    char what[160];
+    snprintf(what, sizeof what, "input '%s'", in->name);
+    if (shm_region_read(in->shm.held, in->shm.offset, copy, in->byte_size, what, e) != 0) {
+        if (pinned) cinfer_cuda_host_free(pinned_device, copy);
+        else free(copy);
+        return -1;
+    }
+    in->owned = copy; /* a shared-memory input has no other data */
+    in->owned_pinned = pinned;
+    in->data = copy;
     return 0;
 }
 
@@ -670,6 +731,14 @@ int kserve_bind_inputs(kserve_infer_request *r, const model_config *cfg, cinfer_
             batch = in->shape[0];
         }
         int64_t numel = kserve_numel(in->shape, in->ndim);
+        if (in->shm.held && in->dtype != CINFER_DTYPE_STRING) {
+            size_t need = (size_t)numel * cinfer_dtype_size(in->dtype);
+            if (in->byte_size != need)
+                return serve_fail(e, SERVE_BAD_REQUEST, "input '%s': shape %s of %s needs %zu bytes but %zu were given", in->name,
+                                  shape_text(got, sizeof got, in->shape, in->ndim), kserve_dtype_name(in->dtype), need,
+                                  in->byte_size);
+        }
+        if (in->shm.held && !in->data && read_shm_input((kserve_input *)in, r->pinned_device, e) != 0) return -1;
         if (in->dtype == CINFER_DTYPE_STRING) {
             int64_t count;
             if (count_bytes_elements(in->data, in->byte_size, &count) != 0)
@@ -921,7 +990,7 @@ int kserve_encode_response(const kserve_infer_request *r, const char *model_name
         if (is_bin[i] < 0) { /* into the shared-memory region; the response lists the output without data */
             const kserve_shm_ref *shm = &r->outputs[i].shm;
             size_t nbytes = (size_t)numel * cinfer_dtype_size(t->dtype);
-            if (!shm->addr) {
+            if (!shm->held) {
                 serve_fail(e, SERVE_INTERNAL, "output '%s': shared memory region '%s' was not resolved", t->name, shm->region);
                 goto done;
             }
@@ -931,7 +1000,9 @@ int kserve_encode_response(const kserve_infer_request *r, const char *model_name
                            nbytes, shm->byte_size, shm->region);
                 goto done;
             }
-            if (nbytes) memcpy(shm->addr, t->data, nbytes);
+            char what[160];
+            snprintf(what, sizeof what, "output '%s'", t->name);
+            if (nbytes && shm_region_write(shm->held, shm->offset, t->data, nbytes, what, e) != 0) goto done;
         } else if (is_bin[i]) {
             SB_LIT(&b, ",\"parameters\":{\"binary_data_size\":");
             sb_int(&b, (int64_t)((size_t)numel * cinfer_dtype_size(t->dtype)));

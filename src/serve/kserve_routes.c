@@ -182,6 +182,20 @@ static void check_devices(void *ctx, model_version *mv) {
     if (model_version_check_devices(mv)) ++*(int *)ctx;
 }
 
+/* The GPU every instance of mv runs on, or -1 (a CPU instance, or GPUs of more than one device): shared-memory
+ * inputs are read into that GPU's page-locked memory, from which the engine uploads without another copy. */
+static int model_input_device(const model_version *mv) {
+    int device = -1;
+    for (size_t i = 0; i < mv->num_instances; i++) {
+        const model_instance *inst = &mv->instances[i];
+        if (inst->kind != CONFIG_KIND_GPU || strncmp(inst->device, "cuda:", 5) != 0) return -1;
+        int d = atoi(inst->device + 5);
+        if (i && d != device) return -1;
+        device = d;
+    }
+    return device;
+}
+
 static http_result handle_infer(server *s, http_request *r, const char *name, const char *version) {
     uint64_t arrival = stats_now_ns();
     serve_error e = {0};
@@ -200,6 +214,7 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
     if (model_version_unavailable(j->mv, &e)) goto fail_counted; /* its GPU failed: 503 until the restart */
     if (kserve_parse_infer(r->body, r->body_len, r->infer_header_len, &j->kreq, &e) != 0) goto fail_counted;
     if (kserve_resolve_shm(&j->kreq, s->shm, &e) != 0) goto fail_counted;
+    j->kreq.pinned_device = model_input_device(j->mv);
     if (check_element_limits(s, &j->kreq, &e) != 0) goto fail_counted;
     size_t ni = j->mv->cfg.num_inputs;
     j->tensors = ni <= sizeof j->tensors_inline / sizeof j->tensors_inline[0] ? j->tensors_inline

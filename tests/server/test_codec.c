@@ -1,6 +1,7 @@
 /* Unit tests of the KServe codec: JSON data (flat, nested, every JSON datatype, BYTES), the binary tensor
  * extension, raw binary bodies, binding to a config (names, datatypes, shapes, batch dims, sizes) and the
- * response encoding (JSON and binary outputs, requested subsets, id echo). */
+ * response encoding (JSON and binary outputs, requested subsets, id echo), and duplicate input and output names
+ * found in long lists (80,000 names: the check is linear, see bench/BENCHMARKS.md for the time). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,8 +206,54 @@ static void test_raw_binary(void) {
     CHECK(kserve_numel(s, 2) == 12);
 }
 
+/* A request with n inputs or n requested outputs named <p>0..<p>(n-1), where entry `dup_at` (if < n) repeats the
+ * name of entry `dup_of` and, after it, entry `dup2_at` repeats `dup2_of` (a later duplicate must not be the one
+ * reported). */
+static char *many_names_request(int outputs, size_t n, size_t dup_at, size_t dup_of, size_t dup2_at, size_t dup2_of) {
+    size_t cap = 128 + n * 80, len = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    len += (size_t)snprintf(b + len, cap - len, "{\"inputs\":[");
+    if (outputs) len += (size_t)snprintf(b + len, cap - len, "{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}],\"outputs\":[");
+    for (size_t i = 0; i < n; i++) {
+        size_t id = i == dup_at ? dup_of : i == dup2_at ? dup2_of : i;
+        if (outputs) len += (size_t)snprintf(b + len, cap - len, "%s{\"name\":\"o%zu\"}", i ? "," : "", id);
+        else len += (size_t)snprintf(b + len, cap - len, "%s{\"name\":\"i%zu\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}",
+                                     i ? "," : "", id);
+    }
+    snprintf(b + len, cap - len, "]}");
+    return b;
+}
+
+static void test_many_names(void) {
+    const size_t none = (size_t)-1;
+    /* around the switch from pairwise comparison to the hashed set, and at 80,000 */
+    const size_t sizes[] = {2, 16, 17, 80000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        for (int outputs = 0; outputs <= 1; outputs++) {
+            kserve_infer_request r;
+            serve_error e = {0};
+            char *b = many_names_request(outputs, n, none, 0, none, 0);
+            CHECK(b && kserve_parse_infer(b, strlen(b), -1, &r, &e) == 0);
+            CHECK((outputs ? r.num_outputs : r.num_inputs) == n);
+            kserve_infer_request_free(&r);
+            free(b);
+            /* entry n-1 repeats entry 0; for n > 2 entry n-2 repeats entry 1 first, and is the one named */
+            b = many_names_request(outputs, n, n - 1, 0, n > 2 ? n - 2 : none, 1);
+            char want[64];
+            snprintf(want, sizeof want, outputs ? "output 'o%d' is requested twice" : "input 'i%d' is given twice", n > 2 ? 1 : 0);
+            memset(&e, 0, sizeof e);
+            CHECK(b && kserve_parse_infer(b, strlen(b), -1, &r, &e) == -1);
+            check_msg(&e, 400, want);
+            free(b);
+        }
+    }
+}
+
 int main(void) {
     test_parse_json();
+    test_many_names();
     test_binary_and_bind();
     test_raw_binary();
     TEST_MAIN_END();

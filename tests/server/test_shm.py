@@ -1,7 +1,8 @@
 """System shared memory (Triton's extension) through tritonclient.http and tritonclient.utils.shared_memory: register,
 status, unregister; inputs read from and outputs written to regions (offsets, mixed with binary outputs); the error
 cases (each a 400/404/405 naming the region, input or output); and regions unregistered while requests that use
-them are still queued (the mapping must outlive the registration)."""
+them are still queued (the region must outlive the registration); objects shrunk by their owner under a registered
+region (a 400 naming it, never a crash)."""
 import json
 import os
 import re
@@ -214,8 +215,8 @@ def _pending(server, model):
 
 def test_unregister_while_requests_are_queued(tmp_path, start_server):
     """Requests reading and writing a region are queued behind a slow model; the client unregisters every region
-    (and re-registers the names elsewhere) while they wait. Each request must still read its input and write its
-    output through the original mapping: had the server unmapped it, they would fault or write nowhere."""
+    (and re-registers the names elsewhere) while they wait. Each request must still write its output into the
+    original object (its input was read when it was accepted): had the server closed it, they would write nowhere."""
     model = slow_model(layers=48)
     repo = tmp_path / "models"
     write_model(repo, "slow", {1: model})
@@ -251,7 +252,7 @@ def test_unregister_while_requests_are_queued(tmp_path, start_server):
             time.sleep(0.002)
         client.unregister_system_shared_memory()
         still_pending = _pending(server, "slow")
-        # the names are free at once, even while the old mappings are in use
+        # the names are free at once, even while the old regions are in use
         assert client.get_system_shared_memory_status() == []
         client.register_system_shared_memory("in", f"/{TAG}_qother", 64)
         client.register_system_shared_memory("out", f"/{TAG}_qother", 64)
@@ -273,3 +274,43 @@ def test_unregister_while_requests_are_queued(tmp_path, start_server):
         for h in (hin, hout, hother):
             shm.destroy_shared_memory_region(h)
         client.close()
+
+
+def _shrink(key, size):
+    """What a client that owns the object can do at any time: ftruncate it (POSIX shm objects live in /dev/shm)."""
+    os.truncate(f"/dev/shm/{key.lstrip('/')}", size)
+
+
+def test_truncated_region_is_a_400_not_a_crash(main_server, client, regions, mlp_reference):
+    """The owner shrinks the object under a registered input or output region: the server used to map regions and
+    died of SIGBUS on the next inference. Now the request is refused with a 400 naming the region and the bytes it
+    holds, the server stays up, and once the object is grown back the same region works again."""
+    x = np.random.default_rng(3).standard_normal((1, 16)).astype(np.float32)
+    hin, hout = regions("tin", 64), regions("tout", 20)
+    shm.set_shared_memory_region(hin, [x])
+    client.register_system_shared_memory("tin", f"/{TAG}_tin", 64)
+    client.register_system_shared_memory("tout", f"/{TAG}_tout", 20)
+    out = [{"name": "probs", "parameters": {"shared_memory_region": "tout", "shared_memory_byte_size": 20}}]
+
+    for size, held in ((0, 0), (40, 40)):
+        _shrink(f"/{TAG}_tin", size)
+        status, body = _post_infer(main_server, "mlp", [X_SHM("tin")], out)
+        assert status == 400, body
+        assert f"shared memory region 'tin' holds {held} bytes at offset 0, the input 'x' needs 64" in body["error"], body
+        assert main_server.request("GET", "/v2/health/live")[0] == 200
+    _shrink(f"/{TAG}_tin", 64)
+    shm.set_shared_memory_region(hin, [x])  # the grown pages are new (zeros): the client writes its input again
+    status, body = _post_infer(main_server, "mlp", [X_SHM("tin")], out)
+    assert status == 200, body
+    np.testing.assert_allclose(shm.get_contents_as_numpy(hout, np.float32, [1, 5]), mlp_reference(x), rtol=1e-5, atol=1e-6)
+
+    _shrink(f"/{TAG}_tout", 0)
+    status, body = _post_infer(main_server, "mlp", [X_SHM("tin")], out)
+    assert status == 400, body
+    assert "shared memory region 'tout' holds 0 bytes at offset 0, the output 'probs' needs 20" in body["error"], body
+    assert os.stat(f"/dev/shm/{TAG}_tout").st_size == 0  # the refused write did not grow the object back
+    assert main_server.request("GET", "/v2/health/live")[0] == 200
+    _shrink(f"/{TAG}_tout", 20)
+    status, body = _post_infer(main_server, "mlp", [X_SHM("tin")], out)
+    assert status == 200, body
+    np.testing.assert_allclose(shm.get_contents_as_numpy(hout, np.float32, [1, 5]), mlp_reference(x), rtol=1e-5, atol=1e-6)
