@@ -282,12 +282,13 @@ def test_load_under_change(start_server, lc_repo, tmp_path):
             t.join(timeout=300)
     assert not errors, f"{len(errors)} failures, e.g. {errors[:5]}"
     assert all(answered[n] > 0 for n in names), f"a model was never answered: {answered}"
-    assert all(c["reload"] + c["unload"] >= 15 for c in per_cycle[1:]) or SECONDS < 60, \
-        f"too few changes per cycle to bound a per-reload leak: {per_cycle}"
-    assert fd_count(pid) == fd_base
+    assert settled_fd_count(pid) == fd_base
     if SANITIZED:
         print("sanitizer build: RSS checks off (ASan's quarantine holds freed memory)")
         return
+    # the bound means something only when every measured cycle changed the models often enough
+    assert all(c["reload"] + c["unload"] >= 15 for c in per_cycle[1:]) or SECONDS < 60, \
+        f"too few changes per cycle to bound a per-reload leak: {per_cycle}"
     growth = [(r - rss[0]) / MiB for r in rss[1:]]
     assert max(growth) <= RSS_BOUND_MIB, f"RSS grew {max(growth):.1f} MiB after the warm-up (bound {RSS_BOUND_MIB}): " \
         f"{[round(r / MiB, 1) for r in rss]}"
