@@ -19,7 +19,9 @@ void model_version_ref(model_version *mv) { atomic_fetch_add(&mv->refs, 1); }
 void model_version_unref(model_version *mv) {
     if (!mv) return;
     if (atomic_fetch_sub(&mv->refs, 1) == 1) {
+        /* the retiring thread frees mv once it sees drained, so this is the last touch of mv here */
         pthread_mutex_lock(&mv->ref_lock);
+        mv->drained = 1;
         pthread_cond_broadcast(&mv->ref_zero);
         pthread_mutex_unlock(&mv->ref_lock);
     }
@@ -315,14 +317,21 @@ err:
     return -1;
 }
 
+/* Drain first, then stop: the version is already out of the lookups, so only requests that looked it up before
+ * hold references, and each holds its own until it is answered (kserve_routes.c). Waiting for the count to reach
+ * zero before closing the queue lets every one of them, including those still parsing their body when the version
+ * was swapped out, be queued and run here. Closing first (as unload once did) refused those with 503 "unloading":
+ * under load a reload lost every request between its lookup and its submit. Once drained the queue is empty and
+ * nothing can submit any more, so the close only ends the workers. drained (not refs == 0) is the condition, so mv
+ * is not freed while the last unref still holds ref_lock. */
 void model_version_retire(model_version *mv) {
     if (!mv) return;
-    scheduler_close(&mv->sched);
-    join_workers(mv);
     model_version_unref(mv);
     pthread_mutex_lock(&mv->ref_lock);
-    while (atomic_load(&mv->refs) > 0) pthread_cond_wait(&mv->ref_zero, &mv->ref_lock);
+    while (!mv->drained) pthread_cond_wait(&mv->ref_zero, &mv->ref_lock);
     pthread_mutex_unlock(&mv->ref_lock);
+    scheduler_close(&mv->sched);
+    join_workers(mv);
     free_version(mv);
 }
 

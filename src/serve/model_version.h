@@ -102,6 +102,7 @@ typedef struct model_version {
     _Atomic int refs;
     pthread_mutex_t ref_lock;
     pthread_cond_t ref_zero;
+    int drained;                 /* set under ref_lock by the unref that took refs to zero */
 } model_version;
 
 /* Loads `path` (an .onnx file) as version `version` of model `name` with `cfg` (taken over, also on failure),
@@ -124,8 +125,9 @@ int model_version_check_devices(model_version *mv);
 int model_version_unavailable(const model_version *mv, serve_error *e);
 void model_version_ref(model_version *mv);
 void model_version_unref(model_version *mv);
-/* Drains and frees: refuses new requests, lets the workers finish every queued request, drops the caller's
- * reference, waits until no other holder is left, then frees sessions and the model. NULL is a no-op. */
+/* Drains and frees a version already out of the repository's lookups: drops the caller's reference and waits until
+ * no other holder is left (every request that looked the version up has been queued, run and answered, so none is
+ * refused), then stops the workers and frees sessions and the model. NULL is a no-op. */
 void model_version_retire(model_version *mv);
 
 #endif

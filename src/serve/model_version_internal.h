@@ -16,7 +16,9 @@
  *  - The counters (executions, inferences, padded_rows, busy, oom_events, oom_retries) are atomics, never locked.
  *  - device_failed goes from 0 to 1 once, from any thread, and never back: a failed device stays failed until the
  *    process restarts.
- *  - refs is atomic; ref_lock and ref_zero serve only the retiring thread waiting for the count to reach zero.
+ *  - refs is atomic; ref_lock guards drained, which the unref that takes refs to zero sets and the retiring thread
+ *    waits for (ref_zero). Retirement order: out of the repository's lookups, drained (every request holding a
+ *    reference answered), then the scheduler closed, the workers joined, and freed; nothing is refused on the way.
  *
  * Invariants: every request a worker takes from the scheduler is completed exactly once (scheduler_complete), as
  * success or failure, before the worker takes the next batch; an out-of-memory retry never completes a request

@@ -18,7 +18,8 @@ if(TARGET cinfer-server)
   add_test(NAME server_tests
            COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server
                    --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_perf_analyzer.py
-                   --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_soak.py --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_valgrind.py)
+                   --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_soak.py --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_valgrind.py
+                   --ignore=${CMAKE_CURRENT_SOURCE_DIR}/server/test_load_change.py)
   # RUN_SERIAL: the batching tests measure what batches form under concurrency; other suites on the same two cores
   # would starve the client and the server alike and make that measure noise.
   set_tests_properties(server_tests PROPERTIES RUN_SERIAL ON LABELS server TIMEOUT 900
@@ -27,6 +28,13 @@ if(TARGET cinfer-server)
   add_test(NAME server_perf_analyzer
            COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server/test_perf_analyzer.py)
   set_tests_properties(server_perf_analyzer PROPERTIES LABELS server TIMEOUT 300
+                       ENVIRONMENT "${PY_ENV};CINFER_SERVER=$<TARGET_FILE:cinfer-server>")
+
+  # Load under change (test_load_change.py): a minute of inferences on three models while two threads reload,
+  # unload and load them
+  add_test(NAME server_load_change
+           COMMAND ${CINFER_PY} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/server/test_load_change.py)
+  set_tests_properties(server_load_change PROPERTIES RUN_SERIAL ON LABELS server TIMEOUT 600
                        ENVIRONMENT "${PY_ENV};CINFER_SERVER=$<TARGET_FILE:cinfer-server>")
 
   # Soak (bench/soak/soak.py): perf_analyzer load plus repeated load/unload of a second model; 2 minutes here,
