@@ -185,7 +185,7 @@ def test_body_and_element_limits(repo, start_server):
                                  {"Inference-Header-Content-Length": str(len(hdr))})
     assert status == 400 and "more than the limit of 40 per tensor" in json.loads(data)["error"], data
     status, _, data = s2.request("POST", "/v2/models/mlp/infer", b" " * 5000)
-    assert status == 400 and "exceeds the limit of 4096 bytes (--max-input-bytes)" in json.loads(data)["error"]
+    assert status == 413 and "exceeds the limit of 4096 bytes (--max-input-bytes)" in json.loads(data)["error"]
     assert s2.request("GET", "/v2/health/live")[0] == 200
 
 
