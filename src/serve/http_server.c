@@ -342,13 +342,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (decode_path(r, url, &ret) != 0 || refuse_bad_framing(r, &ret) != 0) return ret;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+        if (s->opt.authorize && s->opt.authorize(s->opt.ctx, r, &p->challenge, &p->deny) != 0) p->denied = 1;
         if (clen > s->opt.max_body) { /* before any 100 Continue: an Expect: 100-continue client never sends it */
+            if (p->denied) { /* the missing token is the answer, as for any refused request */
+                http_respond_error(r, &p->deny);
+                p->closing = 1;
+                return send_response(r);
+            }
             char what[96];
             snprintf(what, sizeof what, "%llu bytes exceeds the limit of %zu bytes", clen, s->opt.max_body);
             return send_closing_error(r, 413, "the request body of %s (--max-input-bytes)", what);
         }
         p->expect = (size_t)clen;
-        if (s->opt.authorize && s->opt.authorize(s->opt.ctx, r, &p->challenge, &p->deny) != 0) p->denied = 1;
         /* The client may have closed after the headers (peer_closed). Not ended here: a body that came with the
          * headers sits in libmicrohttpd's buffer, unseen by the probe, and a client that sent it all and shut its
          * side down is owed its answer; so the connection gets a short timeout instead, and the next chunk (if
