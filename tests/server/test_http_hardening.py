@@ -22,6 +22,13 @@ def descriptors(s):
     return len(os.listdir(f"/proc/{s.proc.pid}/fd"))
 
 
+def baseline(s):
+    """The server's descriptors once the start-up probes' connections are closed (a count taken too early included
+    one the server had not yet seen closed)."""
+    time.sleep(0.2)
+    return descriptors(s)
+
+
 def wait_for(cond, timeout=10):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -75,7 +82,7 @@ def exchange(s, raw):
 
 def test_connection_limit_closes_new_connections_and_idle_ones_time_out(repo, start_server):
     s = start_server(repo, "--http-max-connections", "50", "--http-idle-timeout", "1", "--http-threads", "2")
-    base = descriptors(s)
+    base = baseline(s)
     idle = [connect(s) for _ in range(60)]  # never send a byte
     time.sleep(0.3)
     # at most the limit (a few more when the pool's threads accept at once), the rest closed at once
@@ -91,7 +98,7 @@ def test_connection_limit_closes_new_connections_and_idle_ones_time_out(repo, st
             closed += 1
     assert closed >= 8, "connections past --http-max-connections were not closed at once"
     # the idle ones are closed after --http-idle-timeout, and a new client is answered
-    assert wait_for(lambda: descriptors(s) == base, 5), f"{descriptors(s) - base} connections still open"
+    assert wait_for(lambda: descriptors(s) <= base, 5), f"{descriptors(s) - base} connections still open"
     for c in idle:
         c.settimeout(5)
         assert read_all(c) == b""
@@ -101,7 +108,7 @@ def test_connection_limit_closes_new_connections_and_idle_ones_time_out(repo, st
 
 def test_stalled_headers_and_body_time_out(repo, start_server):
     s = start_server(repo, "--http-idle-timeout", "1")
-    base = descriptors(s)
+    base = baseline(s)
     half_headers = connect(s)
     half_headers.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n")
     half_body = connect(s)
@@ -109,7 +116,7 @@ def test_stalled_headers_and_body_time_out(repo, start_server):
     t0 = time.time()
     assert read_all(half_headers) == b"" and read_all(half_body) == b""
     assert time.time() - t0 < 4
-    assert wait_for(lambda: descriptors(s) == base)
+    assert wait_for(lambda: descriptors(s) <= base)
     # a kept-alive connection is closed after the timeout too
     c = connect(s)
     c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -132,13 +139,13 @@ def test_slow_inference_is_not_idle(repo, start_server, monkeypatch):
 def test_clients_closing_after_headers_release_their_descriptors(repo, start_server):
     # idle timeout off: the close itself must be noticed
     s = start_server(repo, "--http-idle-timeout", "0", "--http-threads", "2")
-    base = descriptors(s)
+    base = baseline(s)
     for i in range(200):
         c = connect(s)
         body = b"" if i % 2 else b'{"inputs": '
         c.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + body)
         c.close()
-    assert wait_for(lambda: descriptors(s) == base, 5), f"{descriptors(s) - base} descriptors still held"
+    assert wait_for(lambda: descriptors(s) <= base, 5), f"{descriptors(s) - base} descriptors still held"
     assert s.request("GET", "/v2/health/ready")[0] == 200
 
 
