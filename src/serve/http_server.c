@@ -266,13 +266,13 @@ static int refuse_bad_framing(http_request *r, enum MHD_Result *ret) {
     return 0;
 }
 
-/* Percent-decodes the raw path (libmicrohttpd is told to leave it as received) into p->path; an encoded NUL or a
- * path longer than HTTP_MAX_PATH is refused, so the route is always decided on the whole path as sent. A '%' not
- * followed by two hex digits stays as it is (as libmicrohttpd's own decoding did). */
 static int hex_digit(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
+/* Percent-decodes the raw path (libmicrohttpd is told to leave it as received) into p->path; an encoded NUL or a
+ * path longer than HTTP_MAX_PATH is refused, so the route is always decided on the whole path as sent. A '%' not
+ * followed by two hex digits stays as it is (as libmicrohttpd's own decoding did). */
 static int decode_path(http_request *r, const char *raw, enum MHD_Result *ret) {
     size_t n = strlen(raw);
     char *out = malloc(n + 1), *o = out;
