@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,7 +50,13 @@ static const char USAGE[] =
     "                                cpu, cuda (every visible GPU) or cuda:N\n"
     "  --threads N                   engine CPU threads per model instance (default: the engine's, all cores)\n"
     "  --http-threads N              HTTP thread pool size (default 4; Triton's --http-thread-count is an alias)\n"
-    "  --max-input-bytes N           request body limit in bytes, after decompression (default 67108864 = 64 MiB)\n"
+    "  --max-input-bytes N           request body limit in bytes, after decompression (default 67108864 = 64 MiB);\n"
+    "                                a larger Content-Length is answered 413 before the body is read\n"
+    "  --http-idle-timeout SECS      close a connection silent this long: while its request's headers or body are\n"
+    "                                read, or kept alive between requests (default 60; 0 = never). A request waiting\n"
+    "                                on its inference is not idle\n"
+    "  --http-max-connections N      open HTTP connections; past N a new connection is closed at once (default: the\n"
+    "                                descriptor limit, raised towards its hard limit, less 256, at most 4096)\n"
     "  --max-tensor-elements N       element limit of one input tensor of an infer request (default 67108864)\n"
     "  --max-request-elements N      element limit summed over an infer request's inputs (default 134217728)\n"
     "  --control-token-file PATH     bearer token for /v2/repository/* and /v2/*sharedmemory/* (or the environment\n"
@@ -125,6 +132,7 @@ enum flag_id {
     FLAG_MODEL_REPOSITORY, FLAG_HOST, FLAG_HTTP_PORT, FLAG_METRICS_PORT, FLAG_ALLOW_METRICS, FLAG_GRPC_PORT,
     FLAG_ALLOW_GRPC, FLAG_ALLOW_HTTP, FLAG_CONTROL_MODE, FLAG_LOAD_MODEL, FLAG_POLL_SECS, FLAG_NO_AUTO_COMPLETE,
     FLAG_STRICT_MODEL_CONFIG, FLAG_EXIT_ON_ERROR, FLAG_DEVICE, FLAG_THREADS, FLAG_HTTP_THREADS, FLAG_MAX_INPUT_BYTES,
+    FLAG_HTTP_IDLE_TIMEOUT, FLAG_HTTP_MAX_CONNECTIONS,
     FLAG_MAX_TENSOR_ELEMENTS, FLAG_MAX_REQUEST_ELEMENTS, FLAG_CONTROL_TOKEN_FILE, FLAG_INFERENCE_TOKEN_FILE,
     FLAG_STRICT_READINESS, FLAG_DEFAULT_MAX_BATCH, FLAG_PROBE_MAX_BATCH, FLAG_PRECISION, FLAG_CUDA_MEMORY_LIMIT,
     FLAG_PINNED_OUTPUT_MEMORY, FLAG_EXIT_TIMEOUT, FLAG_LOG_FORMAT, FLAG_LOG_VERBOSE, FLAG_LOG_INFO, FLAG_LOG_WARNING,
@@ -153,6 +161,8 @@ static const struct option LONG_FLAGS[] = {
     {"http-threads", required_argument, NULL, FLAG_HTTP_THREADS},
     {"http-thread-count", required_argument, NULL, FLAG_HTTP_THREADS},
     {"max-input-bytes", required_argument, NULL, FLAG_MAX_INPUT_BYTES},
+    {"http-idle-timeout", required_argument, NULL, FLAG_HTTP_IDLE_TIMEOUT},
+    {"http-max-connections", required_argument, NULL, FLAG_HTTP_MAX_CONNECTIONS},
     {"max-tensor-elements", required_argument, NULL, FLAG_MAX_TENSOR_ELEMENTS},
     {"max-request-elements", required_argument, NULL, FLAG_MAX_REQUEST_ELEMENTS},
     {"control-token-file", required_argument, NULL, FLAG_CONTROL_TOKEN_FILE},
@@ -256,6 +266,9 @@ static int apply_flag(server_flags *f, int id, const char *flag, const char *v) 
     case FLAG_THREADS: return parse_int(flag, v, 0, 1024, &x) ? 2 : (o->threads = (int)x, 0);
     case FLAG_HTTP_THREADS: return parse_int(flag, v, 1, 256, &x) ? 2 : (o->http_threads = (int)x, 0);
     case FLAG_MAX_INPUT_BYTES: return parse_int(flag, v, 1024, (long)1 << 40, &x) ? 2 : (o->max_input_bytes = (size_t)x, 0);
+    case FLAG_HTTP_IDLE_TIMEOUT: return parse_int(flag, v, 0, 86400, &x) ? 2 : (o->http_idle_timeout_s = (unsigned)x, 0);
+    case FLAG_HTTP_MAX_CONNECTIONS:
+        return parse_int(flag, v, 1, 1 << 20, &x) ? 2 : (o->http_max_connections = (unsigned)x, 0);
     case FLAG_MAX_TENSOR_ELEMENTS: return parse_int(flag, v, 1, (long)1 << 40, &x) ? 2 : (o->max_tensor_elements = x, 0);
     case FLAG_MAX_REQUEST_ELEMENTS: return parse_int(flag, v, 1, (long)1 << 40, &x) ? 2 : (o->max_request_elements = x, 0);
     case FLAG_CONTROL_TOKEN_FILE: f->control_token_file = v; return 0;
@@ -346,6 +359,33 @@ static void set_log_level(const server_flags *f) {
     log_set_min_level(min);
 }
 
+/* Descriptors kept for everything but HTTP connections: model files, shared-memory regions, the metrics listener's
+ * connections (SERVER_METRICS_CONNECTIONS), epoll sets and pipes, the CUDA driver. */
+#define DESCRIPTOR_RESERVE 256
+#define DEFAULT_MAX_CONNECTIONS 4096u
+
+/* Raises the soft RLIMIT_NOFILE (up to the hard one) to fit the HTTP connections and the reserve, and returns the
+ * connection limit to use: `asked` (0 = the default), lowered to what the descriptors allow. Past that limit accept()
+ * would fail with EMFILE, and libmicrohttpd then stops accepting until a connection closes. */
+static unsigned fit_descriptor_limit(unsigned asked) {
+    const unsigned want = asked ? asked : DEFAULT_MAX_CONNECTIONS;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return want;
+    const rlim_t need = (rlim_t)want + DESCRIPTOR_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        struct rlimit raised = {rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl.rlim_cur = raised.rlim_cur;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return want;
+    const unsigned room = rl.rlim_cur > 2 * DESCRIPTOR_RESERVE ? (unsigned)(rl.rlim_cur - DESCRIPTOR_RESERVE)
+                                                               : (unsigned)(rl.rlim_cur / 2);
+    if (asked)
+        log_warn("--http-max-connections %u: the descriptor limit (RLIMIT_NOFILE %llu, hard limit %llu) leaves room for "
+                 "%u; using %u (raise the hard limit, e.g. ulimit -Hn, to allow more)", asked,
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, room, room);
+    return room;
+}
+
 static atomic_int stopped; /* set once the graceful stop is complete: the watchdog then stands down */
 
 static void *watchdog(void *arg) {
@@ -363,7 +403,8 @@ int main(int argc, char **argv) {
         .opt = {.host = "127.0.0.1", .http_port = 8000, .metrics_port = 8002, .control_mode = REPO_CONTROL_NONE,
                 .poll_secs = 15, .device = "auto", .http_threads = 4, .max_input_bytes = 64u << 20,
                 .strict_readiness = 1, .default_max_batch = 4, .shutdown_timeout_s = 30, .auto_complete_config = 1,
-                .max_tensor_elements = (int64_t)1 << 26, .max_request_elements = (int64_t)1 << 27},
+                .max_tensor_elements = (int64_t)1 << 26, .max_request_elements = (int64_t)1 << 27,
+                .http_idle_timeout_s = 60},
         .log_info = 1, .log_warning = 1, .log_error = 1};
     f.loads = calloc((size_t)argc + 1, sizeof *f.loads);
     if (!f.loads) return 1;
@@ -424,6 +465,9 @@ int main(int argc, char **argv) {
                      cuda_limit > 1 ? "bytes" : "fraction", cuda_limit);
         }
     }
+    o.http_max_connections = fit_descriptor_limit(o.http_max_connections);
+    log_info("HTTP connections: at most %u open (--http-max-connections), idle ones closed after %u s "
+             "(--http-idle-timeout; 0 = never)", o.http_max_connections, o.http_idle_timeout_s);
     server *s;
     serve_error e = {0};
     if (server_start(&o, &s, &e) != 0) {

@@ -14,13 +14,14 @@
 #define TOKEN_MIN 16
 #define TOKEN_MAX 4096
 
-/* Copies the n-th '/'-separated non-empty segment of url (query string excluded) into out; 0 when found. */
+/* Copies the n-th '/'-separated non-empty segment of url (the decoded path: no query string, and a '?' in it came
+ * from %3F, so it is a character like any other, as for the routing) into out; 0 when found. */
 static int url_segment(const char *url, int n, char *out, size_t cap) {
     const char *p = url;
     for (int k = 0;; k++) {
         while (*p == '/') p++;
-        if (!*p || *p == '?') return -1;
-        size_t len = strcspn(p, "/?");
+        if (!*p) return -1;
+        size_t len = strcspn(p, "/");
         if (k == n) {
             if (len >= cap) len = cap - 1;
             memcpy(out, p, len);

@@ -1,16 +1,23 @@
 /* libmicrohttpd glue. MHD runs an internal epoll thread pool with suspend/resume enabled. Each request gets an
- * http_request on its first callback; body chunks are appended (bounded by max_body; a too large body is read
- * and discarded so the client can get its 400); the final callback decodes Content-Encoding and calls the
- * route handler. A suspended request is re-entered after MHD_resume_connection, when the finisher builds the
- * response. The completion callback frees the request and decrements the in-flight count. */
+ * http_request on its first callback, when its headers are complete: there the framing is checked (RFC 9112 §6.3:
+ * one Content-Length, or Transfer-Encoding chunked alone), the path decoded (no NUL, at most HTTP_MAX_PATH), and a
+ * too large declared body refused; such an answer is queued at once, so MHD reads no body and closes the connection
+ * after it. Body chunks are then appended (a chunked body past max_body is read and discarded so the client gets
+ * its 413); the final callback decodes Content-Encoding and calls the route handler. A suspended request is
+ * re-entered after MHD_resume_connection, when the finisher builds the response. The completion callback frees the
+ * request and decrements the in-flight count. Connections are counted (MHD_OPTION_NOTIFY_CONNECTION) and refused
+ * past max_connections by the accept policy; idle ones time out after idle_timeout_s (suspended ones never do). */
 #include "http_server.h"
 
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -21,6 +28,8 @@ struct http_server {
     struct MHD_Daemon *d;
     http_options opt;
     _Atomic int inflight;
+    _Atomic int connections;       /* open connections (MHD_OPTION_NOTIFY_CONNECTION) */
+    _Atomic long long refused_log_s; /* when a refusal past max_connections was last logged (one line a second) */
     int quiesced;
     MHD_socket listen_fd; /* handed back by MHD_quiesce_daemon: closed after MHD_stop_daemon (http_server_quiesce) */
 };
@@ -39,11 +48,14 @@ struct http_private {
     char *buf;
     size_t len, cap;
     size_t expect;                /* Content-Length (0 when absent): the body buffer grows to it and no further */
+    size_t received;              /* body bytes seen so far (kept or not) */
     char *inflated;
     int too_large;
+    char *path;                   /* the decoded path r->url points to */
     int denied;                   /* the authorizer refused the request: answer deny, read and drop the body */
     serve_error deny;
     const char *challenge;        /* WWW-Authenticate value of a 401 (static string) */
+    int closing;                  /* the response ends the connection (Connection: close) */
     int state;
     /* response */
     int status;
@@ -193,10 +205,117 @@ static enum MHD_Result send_response(http_request *r) {
         MHD_add_response_header(resp, "Inference-Header-Content-Length", d);
     }
     if (p->challenge) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, p->challenge);
+    if (p->closing) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(p->conn, (unsigned)p->status, resp);
     MHD_destroy_response(resp);
     p->state = REQ_ANSWERED;
     return ret;
+}
+
+/* Connection: close on a response that ends the connection (a framing error, a refused body): MHD closes after it
+ * anyway once it answered before reading the body, and the header tells the client so. */
+static enum MHD_Result send_closing_error(http_request *r, int status, const char *fmt, const char *arg) {
+    serve_error e = {0};
+    serve_fail(&e, status, fmt, arg);
+    http_respond_error(r, &e);
+    r->priv->closing = 1;
+    return send_response(r);
+}
+
+/* RFC 9112 §6.3 framing, from every header line (MHD_lookup_connection_value sees only the first of each name). */
+typedef struct framing {
+    int content_lengths, transfer_encodings;
+    const char *content_length, *transfer_encoding;
+    int lengths_differ;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!value) value = "";
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->content_lengths++ && strcmp(value, f->content_length)) f->lengths_differ = 1;
+        if (!f->content_length) f->content_length = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->transfer_encodings++;
+        if (!f->transfer_encoding) f->transfer_encoding = value;
+    }
+    return MHD_YES;
+}
+
+/* Checks the framing of a request whose headers are complete; 0 when it is sound, else answers (and the connection
+ * is closed after the answer: the end of this request, and so the start of a next one, is not known). */
+static int refuse_bad_framing(http_request *r, enum MHD_Result *ret) {
+    framing f = {0};
+    MHD_get_connection_values(r->priv->conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.transfer_encodings && f.content_lengths) {
+        *ret = send_closing_error(r, 400, "%s", "the request has both Transfer-Encoding and Content-Length (RFC 9112 "
+                                              "6.3: ambiguous framing)");
+        return -1;
+    }
+    if (f.transfer_encodings > 1 || (f.transfer_encodings && strcasecmp(f.transfer_encoding, "chunked"))) {
+        *ret = send_closing_error(r, 501, "Transfer-Encoding '%s' is not supported (only a single 'chunked')",
+                                  f.transfer_encodings > 1 ? "(several headers)" : f.transfer_encoding);
+        return -1;
+    }
+    if (f.lengths_differ) {
+        *ret = send_closing_error(r, 400, "%s", "the request has Content-Length headers with different values (RFC 9112 "
+                                              "6.3: ambiguous framing)");
+        return -1;
+    }
+    return 0;
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decodes the raw path (libmicrohttpd is told to leave it as received) into p->path; an encoded NUL or a
+ * path longer than HTTP_MAX_PATH is refused, so the route is always decided on the whole path as sent. A '%' not
+ * followed by two hex digits stays as it is (as libmicrohttpd's own decoding did). */
+static int decode_path(http_request *r, const char *raw, enum MHD_Result *ret) {
+    size_t n = strlen(raw);
+    char *out = malloc(n + 1), *o = out;
+    if (!out) {
+        *ret = MHD_NO;
+        return -1;
+    }
+    for (const char *s = raw; *s; s++) {
+        int hi, lo;
+        if (*s == '%' && (hi = hex_digit(s[1])) >= 0 && (lo = hex_digit(s[2])) >= 0) {
+            *o = (char)(hi * 16 + lo);
+            s += 2;
+            if (!*o) {
+                free(out);
+                *ret = send_closing_error(r, 400, "the request path has an encoded NUL (%s): not a valid path", "%00");
+                return -1;
+            }
+            o++;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = 0;
+    r->priv->path = out;
+    r->url = out;
+    if ((size_t)(o - out) > HTTP_MAX_PATH) {
+        char what[64];
+        snprintf(what, sizeof what, "%zu bytes, more than %d", (size_t)(o - out), HTTP_MAX_PATH);
+        *ret = send_closing_error(r, 414, "the request path is too long (%s)", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* The client closed its end. libmicrohttpd's epoll loop is edge-triggered and takes a short read as "drained", so a
+ * close that arrived together with the headers (or a part of the body) raises no new event and is never read: the
+ * connection then waited for the rest of the body forever. Probed while a body is still due. */
+static int peer_closed(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -211,18 +330,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         struct http_private *p = &blk->p;
         r->priv = p;
         r->method = method;
-        r->url = url;
+        r->url = "";
         r->infer_header_len = -1;
         p->srv = s;
         p->conn = conn;
         p->resp_header_len = -1;
         atomic_fetch_add(&s->inflight, 1);
         *con_cls = r;
+        /* headers only so far: an answer queued here is sent without reading the body, and MHD closes after it */
+        enum MHD_Result ret;
+        if (decode_path(r, url, &ret) != 0 || refuse_bad_framing(r, &ret) != 0) return ret;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
-        if (clen > s->opt.max_body) p->too_large = 1;
-        else p->expect = (size_t)clen;
         if (s->opt.authorize && s->opt.authorize(s->opt.ctx, r, &p->challenge, &p->deny) != 0) p->denied = 1;
+        if (clen > s->opt.max_body) { /* before any 100 Continue: an Expect: 100-continue client never sends it */
+            if (p->denied) { /* the missing token is the answer, as for any refused request */
+                http_respond_error(r, &p->deny);
+                p->closing = 1;
+                return send_response(r);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "%llu bytes exceeds the limit of %zu bytes", clen, s->opt.max_body);
+            return send_closing_error(r, 413, "the request body of %s (--max-input-bytes)", what);
+        }
+        p->expect = (size_t)clen;
+        /* The client may have closed after the headers (peer_closed). Not ended here: a body that came with the
+         * headers sits in libmicrohttpd's buffer, unseen by the probe, and a client that sent it all and shut its
+         * side down is owed its answer; so the connection gets a short timeout instead, and the next chunk (if
+         * any) ends it at once when it leaves the body short. */
+        if (clen && peer_closed(conn)) MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
         return MHD_YES;
     }
     struct http_private *p = r->priv;
@@ -251,7 +387,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 p->len += *upload_size;
             }
         }
+        p->received += *upload_size;
         *upload_size = 0;
+        if (p->received < p->expect && peer_closed(conn)) return MHD_NO; /* the rest will never come */
         return MHD_YES;
     }
     if (p->state == REQ_PENDING) {
@@ -265,7 +403,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_response(r);
     }
     if (p->too_large) {
-        serve_fail(&e, 400, "the request body exceeds the limit of %zu bytes (--max-input-bytes)", s->opt.max_body);
+        serve_fail(&e, 413, "the request body exceeds the limit of %zu bytes (--max-input-bytes)", s->opt.max_body);
         http_respond_error(r, &e);
         return send_response(r);
     }
@@ -308,6 +446,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->priv->buf);
     free(r->priv->inflated);
     free(r->priv->resp);
+    free(r->priv->path);
     free((struct http_request_block *)r); /* r is the block's first member */
     *con_cls = NULL;
     atomic_fetch_sub(&s->inflight, 1);
@@ -320,6 +459,41 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
     log_warn("http: %s", msg);
+}
+
+/* The path is decoded by decode_path, which refuses an encoded NUL: libmicrohttpd's own decoding wrote the NUL in
+ * place and the path silently ended there. Query arguments, which nothing reads, stay as received too. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    return strlen(s);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)conn;
+    (void)socket_context;
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->connections, 1);
+}
+
+/* Past max_connections a new connection is closed at once (the client sees its connection closed before any
+ * answer), so the others are served and the listening socket never stops being polled: at libmicrohttpd's own limit
+ * it stopped accepting, and new clients then waited in the backlog unanswered. The count may pass the limit by a few
+ * when several pool threads accept at the same moment. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)addr;
+    (void)addrlen;
+    http_server *s = cls;
+    if (!s->opt.max_connections || (unsigned)atomic_load(&s->connections) < s->opt.max_connections) return MHD_YES;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long last = atomic_load(&s->refused_log_s);
+    if (now.tv_sec > last && atomic_compare_exchange_strong(&s->refused_log_s, &last, (long long)now.tv_sec))
+        log_warn("%s: %u connections are open (--http-max-connections): new connections are closed at once",
+                 s->opt.what ? s->opt.what : "HTTP", s->opt.max_connections);
+    return MHD_NO;
 }
 
 int http_server_start(const http_options *opt, http_server **out, serve_error *e) {
@@ -339,9 +513,18 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     /* a pool of one is no pool: then MHD runs one internal polling thread and must not be given a pool size */
     struct MHD_OptionItem pool[] = {{MHD_OPTION_THREAD_POOL_SIZE, opt->threads, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (opt->threads < 2) pool[0].option = MHD_OPTION_END;
-    s->d = MHD_start_daemon(flags, (uint16_t)opt->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+    /* the connection limit is ours (accept_policy); libmicrohttpd's, which it splits among the pool's threads, is set
+     * where no thread reaches it */
+    unsigned threads = opt->threads < 2 ? 1u : (unsigned)opt->threads;
+    struct MHD_OptionItem limit[] = {{MHD_OPTION_CONNECTION_LIMIT, (intptr_t)(opt->max_connections * threads + threads),
+                                      NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (!opt->max_connections) limit[0].option = MHD_OPTION_END;
+    s->d = MHD_start_daemon(flags, (uint16_t)opt->port, accept_policy, s, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool, MHD_OPTION_ARRAY, limit,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, opt->idle_timeout_s,
+                            MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
     if (!s->d) {
         /* not closed: libmicrohttpd may have closed it already on some failure paths, and closing a reused descriptor

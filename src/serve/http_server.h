@@ -25,8 +25,12 @@ typedef void (*http_finisher)(void *ctx, http_request *req);
  * the body is then read and discarded, the handler is never called, and that error is the answer. */
 typedef int (*http_authorizer)(void *ctx, http_request *req, const char **challenge, serve_error *e);
 
+/* Longest decoded request path routed; a longer one is refused (414), never cut. */
+#define HTTP_MAX_PATH 2048
+
 struct http_request {
-    const char *method, *url;
+    const char *method;
+    const char *url;              /* the path, percent-decoded (no query); never holds a NUL */
     const char *body;             /* complete (and decompressed) body; not NUL-terminated */
     size_t body_len;
     long long infer_header_len;   /* Inference-Header-Content-Length, -1 when absent */
@@ -41,7 +45,11 @@ typedef struct http_options {
     int port;
     const char *what;             /* the front end, named in errors ("HTTP", "metrics"); NULL = "HTTP" */
     int threads;                  /* thread pool size */
-    size_t max_body;              /* bytes after decompression */
+    size_t max_body;              /* bytes after decompression; a larger Content-Length is refused (413) unread */
+    unsigned idle_timeout_s;      /* a connection silent this long (reading a request, or kept alive between
+                                   * requests) is closed; 0 = never. A request waiting on its answer is not idle */
+    unsigned max_connections;     /* open connections; past it a new one is closed at once. 0 = libmicrohttpd's
+                                   * default (1020) */
     http_handler handler;
     http_finisher finisher;
     http_authorizer authorize;    /* NULL: every request goes to the handler */

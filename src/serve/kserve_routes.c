@@ -13,14 +13,13 @@
 
 #define MAX_SEGS 8
 
-/* Splits "/v2/models/m/versions/1/infer" into segments (in place in buf). */
+/* Splits the decoded path "/v2/models/m/versions/1/infer" into segments (in place in buf); -1 when it does not
+ * fit (never cut: a cut path was routed as its prefix) or has more than MAX_SEGS segments. The query string is
+ * not part of it (http_server.c), so a '?' here came from %3F and is part of a segment. */
 static int split_path(const char *url, char *buf, size_t n, char **segs) {
     size_t len = strlen(url);
-    if (len >= n) len = n - 1;
-    memcpy(buf, url, len);
-    buf[len] = 0;
-    char *q = strchr(buf, '?');
-    if (q) *q = 0;
+    if (len >= n) return -1;
+    memcpy(buf, url, len + 1);
     int k = 0;
     char *save = NULL;
     for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
@@ -404,7 +403,7 @@ static void handle_repository(server *s, http_request *r, char **seg, int n) {
 
 http_result kserve_handle(void *ctx, http_request *r) {
     server *s = ctx;
-    char buf[2048], *seg[MAX_SEGS];
+    char buf[HTTP_MAX_PATH + 1], *seg[MAX_SEGS];
     int n = split_path(r->url, buf, sizeof buf, seg);
     if (n < 1 || strcmp(seg[0], "v2") != 0) {
         respond_fail(r, SERVE_NOT_FOUND, "no such route: %s (KServe v2 routes start with /v2)", r->url);
@@ -489,7 +488,7 @@ http_result kserve_handle(void *ctx, http_request *r) {
 
 http_result kserve_handle_metrics(void *ctx, http_request *r) {
     server *s = ctx;
-    char buf[256], *seg[MAX_SEGS];
+    char buf[HTTP_MAX_PATH + 1], *seg[MAX_SEGS];
     int n = split_path(r->url, buf, sizeof buf, seg);
     if (n != 1 || strcmp(seg[0], "metrics") != 0) {
         respond_fail(r, SERVE_NOT_FOUND, "no such route: %s (the metrics page is /metrics)", r->url);

@@ -14,6 +14,10 @@
 #include "serve_error.h"
 #include "shm.h"
 
+/* Connections the metrics listener takes at once (beyond them new ones are closed): part of the descriptors kept in
+ * reserve when --http-max-connections is sized to the process's limit (tools/cinfer_server.c). */
+#define SERVER_METRICS_CONNECTIONS 64
+
 typedef struct server_options {
     const char *model_repository;
     const char *host;
@@ -27,6 +31,8 @@ typedef struct server_options {
     int threads;                   /* engine threads per instance (0 = engine default) */
     int http_threads;
     size_t max_input_bytes;
+    unsigned http_idle_timeout_s;  /* --http-idle-timeout: a silent connection is closed after it (0 = never) */
+    unsigned http_max_connections; /* --http-max-connections: open HTTP connections; past it new ones are closed */
     int64_t max_tensor_elements;   /* per input tensor of an infer request */
     int64_t max_request_elements;  /* summed over an infer request's inputs */
     auth_tokens tokens;            /* bearer tokens (auth.h); the server does not own them */

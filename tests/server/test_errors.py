@@ -121,7 +121,7 @@ def test_body_limit(start_server, main_repo):
     s = start_server(main_repo, "--max-input-bytes", "4096")
     big = json.dumps({"inputs": [dict(X, data=[0.123456789] * 16)], "pad": "x" * 8000})
     status, _, data = s.request("POST", "/v2/models/mlp/infer", big)
-    assert status == 400 and "exceeds the limit of 4096 bytes (--max-input-bytes)" in json.loads(data)["error"]
+    assert status == 413 and "exceeds the limit of 4096 bytes (--max-input-bytes)" in json.loads(data)["error"]
     # decompressed size counts too
     import gzip
     status, _, data = s.request("POST", "/v2/models/mlp/infer", gzip.compress(big.encode()), {"Content-Encoding": "gzip"})
