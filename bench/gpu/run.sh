@@ -33,6 +33,9 @@
 #   overlap   copy/compute overlap with CUDA event timestamps (session option timeline): the image from page-locked
 #             memory chunked and whole, ResNet-50 fp16 on one and two lanes, PyTorch's round trip timed with events
 #             beside them (bench/gpu/overlap_timeline.py)
+#   soak      cinfer-server with ResNet-50 and BERT-base on one GPU under client load, each model reloaded, unloaded
+#             and loaded again in turn every SOAK_RELOAD_EVERY s (5) for SOAK_SECONDS (480): bench/soak/soak.py's
+#             reload mode (zero failed requests, descriptors and GPU allocator bytes back to baseline), gpu_soak.json
 #   startup   cinfer-server start to ready with ResNet-50 on the GPU, with the devices started beside the repository
 #             load (default) and without (CINFER_SERVER_EARLY_DEVICES=0), alternated (bench/gpu/server_start.py)
 #   outputs   cinfer-server with the image model on GPU 0: the engine phase per request with a lane's outputs in
@@ -141,6 +144,17 @@ for what in "${@:-tests}"; do
             tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi" \
             tests/server/test_oom.py tests/server/test_faults.py tests/server/test_precision.py \
             tests/server/test_triton_flags.py
+        ;;
+    soak)
+        # reloads under load (issue 24): ResNet-50 and BERT-base on one GPU, each reloaded, unloaded and loaded again
+        # in turn every SOAK_RELOAD_EVERY s for SOAK_SECONDS (default 480) while clients keep both under load; zero
+        # failed requests, descriptors back to the start, GPU allocator bytes back to each model's baseline
+        server_env
+        export_model resnet50
+        export_model bert
+        stage gpu_soak $PY bench/soak/soak.py --server "$B/bin/cinfer-server" --reload-every "${SOAK_RELOAD_EVERY:-5}" \
+            --duration "${SOAK_SECONDS:-480}" --device cuda --model "resnet50=$WORK/compare-models/resnet50.onnx" \
+            --model "bert=$WORK/compare-models/bert.onnx" --json "$OUT/gpu_soak.json" ${SOAK_ARGS:-}
         ;;
     compare)
         torch_python
