@@ -7,7 +7,7 @@
  * Session option "timeline": timing events around each copy and each stretch of compute (see run_timeline).
  * Setting CINFER_CUDA_SYNC=1 synchronises after every node so an asynchronous fault names its node.
  * Indices out of range: the index kernels report them through a page-locked flag the device writes directly
- * (cuda_index_check, kernels/kernel_types.h), tagged with the node; synchronize reads it after the wait it does
+ * (cuda_index_check, kernels/index_check.h), tagged with the node; synchronize reads it after the wait it does
  * anyway and fails the run with CINFER_ERR_INVALID_ARGUMENT naming the node, as the CPU backend refuses the index.
  * Tests only: with CINFER_FAULT_INJECTION=1, CINFER_FAULT_NODE=<node name> makes that node write through an
  * invalid address instead of running, which loses the context like a real kernel bug would.
