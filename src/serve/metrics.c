@@ -189,6 +189,12 @@ static void write_model_counters(stats_text *t, const version_list *v) {
            "gets a 503), docs/resilience.md");
     for (size_t i = 0; i < v->n; i++)
         stats_text_printf(t, "cinfer_oom_retries_total{%s} %" PRIu64 "\n", v->rows[i].labels, LD(v->rows[i].mv->oom_retries));
+    family(t, "cinfer_isolation_retries_total", "counter",
+           "Batches of several requests the engine refused as invalid data, run again one request at a time so only "
+           "the request at fault fails, docs/server.md");
+    for (size_t i = 0; i < v->n; i++)
+        stats_text_printf(t, "cinfer_isolation_retries_total{%s} %" PRIu64 "\n", v->rows[i].labels,
+                          LD(v->rows[i].mv->isolation_retries));
 }
 
 static void write_histograms(stats_text *t, const version_list *v) {

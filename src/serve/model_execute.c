@@ -1,7 +1,9 @@
 /* What a lane's worker does: take a batch from the scheduler when the lane is free, drop expired and cancelled
- * requests, gather, run once, scatter, record statistics, complete; and the out-of-memory path: split the batch
- * in halves down to single requests, log the allocator state once per event, lower the instance's batch cap and
- * raise it again after successes. Lock discipline: model_version_internal.h. */
+ * requests, gather, run once, scatter, record statistics, complete; the out-of-memory path: split the batch in
+ * halves down to single requests, log the allocator state once per event, lower the instance's batch cap and raise
+ * it again after successes; and failure isolation: a batch of several requests the engine refuses as invalid data
+ * (one request's index out of range, say) runs again one request at a time, so only the culprit fails.
+ * Lock discipline: model_version_internal.h. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,12 +116,21 @@ static cinfer_status run_session(model_lane *lane, size_t ni, cinfer_tensor *out
     return taken && k == no ? st : cinfer_session_run(lane->session, lane->inputs, ni, outs, no);
 }
 
+/* What became of an execution (execute). Only EXEC_ANSWERED completed the batch's requests; after the others none
+ * of them was completed or failed, and the caller runs them again in smaller pieces. */
+typedef enum exec_outcome {
+    EXEC_ANSWERED,      /* every request completed: with its outputs, or failed with the execution's error */
+    EXEC_OUT_OF_MEMORY, /* the engine ran out of memory: retry in halves (execute_split) */
+    EXEC_BAD_DATA,      /* a batch of several requests that the engine refused as invalid data (an index out of range,
+                         * a value it cannot take): some request(s) in it are at fault, rerun each alone */
+} exec_outcome;
+
 /* Runs batch b once on this instance: gathers the inputs (concatenated, padded), runs the session (unless a test
  * fault says otherwise, faults.h), scatters the outputs, records statistics (one execution of the batch's
  * inferences; per request its queue time and the batch's compute phases) and completes the requests.
- * Returns CINFER_OK (completed), CINFER_ERR_OUT_OF_MEMORY (nothing completed or failed: the caller retries; the
- * engine's message in detail) or the failure status (the requests were failed). */
-static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_total, char *detail, size_t detail_len) {
+ * EXEC_OUT_OF_MEMORY and EXEC_BAD_DATA (b->n > 1 only) leave every request as it was, the engine's message in
+ * detail. An injected fault (faults.h) is never EXEC_BAD_DATA: it stands for a failure of the execution itself. */
+static exec_outcome execute(model_lane *lane, batcher_batch *b, int64_t *ok_total, char *detail, size_t detail_len) {
     model_instance *inst = lane->inst;
     model_version *mv = inst->owner;
     uint64_t start = stats_now_ns();
@@ -129,18 +140,18 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
     if (atomic_load(&inst->device_failed)) {
         model_version_unavailable(mv, &e);
         fail_batch(mv, b, &e, STATS_BACKEND);
-        return CINFER_ERR_RUNTIME;
+        return EXEC_ANSWERED;
     }
     b->rows = batcher_bucket(&mv->sched.policy, b->total, instance_gpu(inst) >= 0, atomic_load(&inst->batch_cap));
     if (batcher_gather(&mv->sched.policy, b, &lane->scratch, lane->inputs, &e) != 0) {
         fail_batch(mv, b, &e, STATS_OTHER);
-        return CINFER_ERR_RUNTIME;
+        return EXEC_ANSWERED;
     }
     cinfer_tensor *outs = calloc(no ? no : 1, sizeof *outs);
     if (!outs) {
         serve_fail(&e, SERVE_INTERNAL, "model '%s': out of memory for the outputs", mv->name);
         fail_batch(mv, b, &e, STATS_OTHER);
-        return CINFER_ERR_RUNTIME;
+        return EXEC_ANSWERED;
     }
     uint64_t input_end = stats_now_ns();
     char fault[512] = "";
@@ -157,9 +168,9 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
         const char *why = fault[0] ? fault : cinfer_last_error();
         for (size_t j = 0; j < no; j++) cinfer_tensor_free_data(&outs[j]); /* run_session's are malloc'd or NULL */
         free(outs);
-        if (st == CINFER_ERR_OUT_OF_MEMORY) {
+        if (st == CINFER_ERR_OUT_OF_MEMORY || (st == CINFER_ERR_INVALID_ARGUMENT && b->n > 1 && !fault[0])) {
             snprintf(detail, detail_len, "%s", why);
-            return st;
+            return st == CINFER_ERR_OUT_OF_MEMORY ? EXEC_OUT_OF_MEMORY : EXEC_BAD_DATA;
         }
         int code = st == CINFER_ERR_INVALID_ARGUMENT ? SERVE_BAD_REQUEST
                    : st == CINFER_ERR_UNSUPPORTED    ? SERVE_UNSUPPORTED
@@ -180,11 +191,11 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
                        mv->version_str, inst->device, msg);
         }
         fail_batch(mv, b, &e, code == SERVE_BAD_REQUEST ? STATS_OTHER : STATS_BACKEND);
-        return st;
+        return EXEC_ANSWERED;
     }
     if (batcher_scatter(&mv->sched.policy, b, outs, memory, mv->name, &mv->cfg, &e) != 0) { /* outs taken over */
         fail_batch(mv, b, &e, STATS_BACKEND);
-        return CINFER_ERR_RUNTIME;
+        return EXEC_ANSWERED;
     }
     uint64_t end = stats_now_ns();
     uint64_t in = input_end - start, infer = infer_end - input_end, out = end - infer_end;
@@ -205,17 +216,45 @@ static cinfer_status execute(model_lane *lane, batcher_batch *b, int64_t *ok_tot
     }
     b->n = 0;
     cap_success(inst);
-    return CINFER_OK;
+    return EXEC_ANSWERED;
+}
+
+static void execute_split(model_lane *lane, batcher_batch *b, int *reported, int64_t *ok_total);
+
+/* A batch of several requests that the engine refused as invalid data: runs each request alone, in the batch's
+ * order, so the request at fault fails with its own message and the others get their results. A request alone is
+ * never isolated again (execute gives EXEC_BAD_DATA only for several), so this cannot loop: a refused batch of n
+ * costs at most n more executions, each request run alone once (an out-of-memory failure alone still gets its
+ * 503 through execute_split). Logged once per batch; counted per instance and model (isolation_retries). */
+static void execute_isolated(model_lane *lane, batcher_batch *b, const char *detail, int *reported, int64_t *ok_total) {
+    model_instance *inst = lane->inst;
+    model_version *mv = inst->owner;
+    atomic_fetch_add(&mv->isolation_retries, 1);
+    atomic_fetch_add(&inst->isolation_retries, 1);
+    log_warn("model '%s' version %s instance %s: the engine refused a batch of %zu requests (%" PRId64 " inferences) as "
+             "invalid data (%s); running each request alone so only the one at fault fails", mv->name, mv->version_str,
+             inst->name, b->n, b->total, detail);
+    for (size_t i = 0; i < b->n; i++) {
+        batcher_batch alone = {.reqs = &b->reqs[i], .n = 1, .cap = 1, .total = b->reqs[i]->batch_size};
+        execute_split(lane, &alone, reported, ok_total);
+    }
+    b->n = 0;
 }
 
 /* Runs b, and when it runs out of memory splits it into halves and runs each the same way, down to single
- * requests; a single request that still does not fit gets a 503 naming the model. *reported: the event's
- * allocator state was logged. *ok_total: the largest batch that succeeded. */
+ * requests; a single request that still does not fit gets a 503 naming the model. A batch refused as invalid data
+ * runs request by request (execute_isolated). *reported: the event's allocator state was logged. *ok_total: the
+ * largest batch that succeeded. */
 static void execute_split(model_lane *lane, batcher_batch *b, int *reported, int64_t *ok_total) {
     model_instance *inst = lane->inst;
     model_version *mv = inst->owner;
     char detail[1024] = "";
-    if (execute(lane, b, ok_total, detail, sizeof detail) != CINFER_ERR_OUT_OF_MEMORY) return;
+    exec_outcome outcome = execute(lane, b, ok_total, detail, sizeof detail);
+    if (outcome == EXEC_BAD_DATA) {
+        execute_isolated(lane, b, detail, reported, ok_total);
+        return;
+    }
+    if (outcome != EXEC_OUT_OF_MEMORY) return;
     atomic_fetch_add(&mv->oom_retries, 1);
     atomic_fetch_add(&inst->oom_events, 1);
     if (!*reported) {

@@ -352,7 +352,7 @@ json_t *model_version_stats_json(const model_version *mv) {
     for (size_t i = 0; i < mv->num_instances; i++) {
         const model_instance *inst = &mv->instances[i];
         int64_t cap = atomic_load(&inst->batch_cap);
-        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:b}", "name", inst->name, "kind",
+        json_t *x = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, s:b}", "name", inst->name, "kind",
                               inst->kind == CONFIG_KIND_GPU ? "KIND_GPU" : "KIND_CPU", "device", inst->device,
                               "lanes", (json_int_t)inst->lanes_running,
                               "execution_count", (json_int_t)atomic_load(&inst->executions),
@@ -361,6 +361,7 @@ json_t *model_version_stats_json(const model_version *mv) {
                               "in_flight", atomic_load(&inst->busy),
                               "batch_cap", (json_int_t)(cap ? cap : mv->sched.policy.max_batch),
                               "oom_events", (json_int_t)atomic_load(&inst->oom_events),
+                              "isolation_retries", (json_int_t)atomic_load(&inst->isolation_retries),
                               "device_failed", atomic_load(&inst->device_failed));
         if (x && inst->probed_max_batch) json_object_set_new(x, "probed_max_batch", json_integer(inst->probed_max_batch));
         json_array_append_new(a, x);

@@ -81,6 +81,7 @@ typedef struct model_instance {
     pthread_mutex_t cap_lock;    /* the lanes' cap updates (read-modify-write of batch_cap and cap_successes) */
     uint64_t cap_successes;      /* successful executions since the cap last moved (under cap_lock) */
     _Atomic uint64_t oom_events; /* executions on this instance that ran out of memory */
+    _Atomic uint64_t isolation_retries; /* batches of several requests refused as invalid data, rerun one by one */
     int64_t probed_max_batch;    /* --probe-max-batch result; 0 = not probed */
     _Atomic int device_failed;   /* 1 once its GPU reported a sticky error (cinfer_device_info.failed), or the test
                                   * fault device_fail marked it (faults.h) */
@@ -98,6 +99,8 @@ typedef struct model_version {
     stats_model stats;
     uint64_t memory_bytes;       /* parameters held by the loaded model */
     _Atomic uint64_t oom_retries; /* executions that ran out of memory (cinfer_oom_retries_total) */
+    _Atomic uint64_t isolation_retries; /* batches refused as invalid data, rerun one request at a time
+                                         * (cinfer_isolation_retries_total) */
     uint64_t oom_recover_after;  /* successful executions before the cap is raised one step */
     _Atomic int refs;
     pthread_mutex_t ref_lock;

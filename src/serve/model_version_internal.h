@@ -13,7 +13,8 @@
  *  - inst->cap_lock guards the read-modify-write of batch_cap and cap_successes (lanes of one instance move the cap
  *    concurrently); batch_cap is atomic so statistics read it without the lock. Lock order: cap_lock, then the
  *    scheduler's lock (model_instance_set_cap_locked calls scheduler_set_cap).
- *  - The counters (executions, inferences, padded_rows, busy, oom_events, oom_retries) are atomics, never locked.
+ *  - The counters (executions, inferences, padded_rows, busy, oom_events, oom_retries, isolation_retries) are
+ *    atomics, never locked.
  *  - device_failed goes from 0 to 1 once, from any thread, and never back: a failed device stays failed until the
  *    process restarts.
  *  - refs is atomic; ref_lock guards drained, which the unref that takes refs to zero sets and the retiring thread
@@ -21,8 +22,9 @@
  *    reference answered), then the scheduler closed, the workers joined, and freed; nothing is refused on the way.
  *
  * Invariants: every request a worker takes from the scheduler is completed exactly once (scheduler_complete), as
- * success or failure, before the worker takes the next batch; an out-of-memory retry never completes a request
- * twice (execute returns CINFER_ERR_OUT_OF_MEMORY only with nothing completed). */
+ * success or failure, before the worker takes the next batch; an out-of-memory retry or a failure-isolation rerun
+ * never completes a request twice (execute reports an outcome other than EXEC_ANSWERED only with nothing
+ * completed), and a rerun request runs alone, in the batch's order, at most once more. */
 #ifndef SERVE_MODEL_VERSION_INTERNAL_H
 #define SERVE_MODEL_VERSION_INTERNAL_H
 

@@ -880,3 +880,59 @@ def test_run_device_refuses_an_input_running_past_its_allocation(lib, gpus):
             np.testing.assert_array_equal(run(a_at, b_good), want)
     finally:
         device_buffer.free_all()
+
+
+def _index_cases():
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit"))
+    from test_index_bounds import CASES
+    return CASES
+
+
+INDEX_CASES = _index_cases()
+
+
+@pytest.mark.parametrize("case", INDEX_CASES, ids=[c[0] for c in INDEX_CASES])
+def test_index_out_of_range_fails_on_the_gpu_as_on_the_cpu(lib, gpus, case):
+    """CPU/CUDA parity of the index bounds check (docs/cuda.md "Indices out of range"): the GPU's index kernels report
+    an index out of range through the session's flag, so the run fails with the CPU's error category
+    (CINFER_ERR_INVALID_ARGUMENT) naming the op and node, where it used to read zeros and succeed; in range the
+    outputs equal the CPU's bit for bit; the flag is cleared, so the next good run succeeds. Checked on a replayed
+    CUDA graph (runs 3 and later replay the plan captured on run 2) and on plain launches."""
+    need_gpu(gpus)
+    _, model, good, want, bad, op, node, _ = case
+    cpu = Session(lib, model, device="cpu")
+    with pytest.raises(CinferError) as on_cpu:
+        cpu.run(bad)
+    for options in ({}, {"cuda_graphs": "0"}):
+        gpu = Session(lib, model, device="cuda:0", options=options)
+        for _ in range(3):  # plain, captured, replayed
+            np.testing.assert_array_equal(gpu.run(good)[0], want)
+        assert gpu.last_run_stats().graph_replayed == (0 if options else 1)
+        for _ in range(2):  # a failure clears the flag: the next bad run fails again, the next good one succeeds
+            with pytest.raises(CinferError) as on_gpu:
+                gpu.run(bad)
+            assert on_gpu.value.status == on_cpu.value.status == 1, (on_gpu.value, on_cpu.value)
+            assert f"{op} node '{node}': an index is out of range" in on_gpu.value.message, on_gpu.value.message
+            np.testing.assert_array_equal(gpu.run(good)[0], want)
+        gpu.close()
+
+
+def test_lookup_concat_index_out_of_range_fails_on_the_gpu_as_on_the_cpu(lib, gpus):
+    """The fused table lookups (LookupConcat) report an index out of range too, on both backends."""
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit"))
+    from test_fusion import lookup_feeds, lookup_model, session_ops
+    m = lookup_model("flat").SerializeToString()
+    good = lookup_feeds("flat", batch=8)
+    bad = dict(good, i1=good["i1"].copy())
+    bad["i1"][5] = 50  # the tables have 50 rows
+    cpu = Session(lib, m, device="cpu")
+    gpu = Session(lib, m, device="cuda:0", options={"profile": "1"})
+    assert session_ops(lib, gpu).get("LookupConcat") == 1
+    np.testing.assert_array_equal(gpu.run(good)[0], cpu.run(good)[0])
+    for s in (cpu, gpu):
+        with pytest.raises(CinferError) as e:
+            s.run(bad)
+        assert e.value.status == 1 and "LookupConcat node '" in e.value.message and "out of range" in e.value.message, (
+            e.value)
+    np.testing.assert_array_equal(gpu.run(good)[0], cpu.run(good)[0])

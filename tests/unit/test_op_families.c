@@ -94,7 +94,7 @@ static const source_tree trees[] = {
     {"backend/cuda/kernels",
      {".cu", ".h"},
      {".cu", ".cuh", ".h"},
-     {"common.cuh", "kernel_types.h", "debug_fault.cu", "debug_fault.h"}},
+     {"common.cuh", "kernel_types.h", "index_check.h", "debug_fault.cu", "debug_fault.h"}},
 };
 enum { TREE_SHAPE, TREE_CPU, TREE_CUDA_OPS, TREE_CUDA_KERNELS };
 

@@ -6,6 +6,9 @@
  * staging buffers only grow; a run that needs more waits for the queued copies before swapping buffers.
  * Session option "timeline": timing events around each copy and each stretch of compute (see run_timeline).
  * Setting CINFER_CUDA_SYNC=1 synchronises after every node so an asynchronous fault names its node.
+ * Indices out of range: the index kernels report them through a page-locked flag the device writes directly
+ * (cuda_index_check, kernels/index_check.h), tagged with the node; synchronize reads it after the wait it does
+ * anyway and fails the run with CINFER_ERR_INVALID_ARGUMENT naming the node, as the CPU backend refuses the index.
  * Tests only: with CINFER_FAULT_INJECTION=1, CINFER_FAULT_NODE=<node name> makes that node write through an
  * invalid address instead of running, which loses the context like a real kernel bug would.
  */
@@ -76,6 +79,10 @@ typedef struct cuda_backend_ctx {
     run_timeline *timeline; /* NULL unless the session asked for it */
     bool sync_each_node;
     const char *fault_node; /* fault injection (tests): the node that writes out of bounds, or NULL */
+    const graph *graph;     /* the session's graph: an index_check tag k names its node k - 1 */
+    /* work that may report into exec.index_check.flag was queued since synchronize last read it; still set at the
+     * next begin_run (a run_device run, which ends without synchronize), the flag is cleared in stream order */
+    bool index_flag_unread;
 } cuda_backend_ctx;
 
 static size_t align_staging(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -686,6 +693,7 @@ static cinfer_status cuda_graph_launch(backend *b, void *exec, bool *stale) {
     *stale = run->scratch_generation != c->scratch_generation;
     if (*stale) return CINFER_OK;
     CINFER_TRY(compute_begins(c));
+    c->index_flag_unread = true; /* the captured index kernels hold the flag's address and their nodes' tags */
     return cuda_check(c->dev->ordinal, cudaGraphLaunch(run->exec, c->exec.stream), "cudaGraphLaunch");
 }
 
@@ -708,6 +716,23 @@ static cinfer_status flush_to_host(cuda_backend_ctx *c) {
     return CINFER_OK;
 }
 
+/* After the stream is idle: an index out of range that a kernel reported (cuda_index_check) fails the run like the
+ * CPU backend's refusal, naming the first node that met one; the flag is cleared for the next run. A plain load of
+ * page-locked memory: the stream's synchronisation made the device's writes visible, and nothing is copied. */
+static cinfer_status check_index_flag(cuda_backend_ctx *c) {
+    volatile int *flag = c->exec.index_check.flag;
+    c->index_flag_unread = false;
+    const int tag = flag ? *flag : 0;
+    if (!tag) return CINFER_OK;
+    *flag = 0;
+    if (tag < 1 || tag > c->graph->num_nodes)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "an index is out of range (found on cuda:%d after the run)",
+                          c->dev->ordinal);
+    const graph_node *n = &c->graph->nodes[tag - 1];
+    return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s node '%s': an index is out of range for the axis it indexes "
+                      "(found on cuda:%d after the run; the outputs were discarded)", n->op_type, n->name, c->dev->ordinal);
+}
+
 static cinfer_status cuda_synchronize(backend *b) {
     cuda_backend_ctx *c = b->context;
     CINFER_TRY(use_device(c));
@@ -715,7 +740,8 @@ static cinfer_status cuda_synchronize(backend *b) {
     CINFER_TRY(close_lanes(c));
     CINFER_TRY(stream_sync(c));
     c->to_device.used = 0;
-    return flush_to_host(c);
+    CINFER_TRY(flush_to_host(c));
+    return check_index_flag(c);
 }
 
 static cinfer_status cuda_run_node(backend *b, const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
@@ -723,6 +749,11 @@ static cinfer_status cuda_run_node(backend *b, const graph_node *n, const tensor
     const cuda_kernel *k = kernel_for(n);
     if (!k) return core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': no CUDA kernel", n->op_type, n->name);
     CINFER_TRY(compute_begins(c));
+    /* the tag names this node if one of its index kernels meets an index out of range (check_index_flag) */
+    c->exec.index_check.tag = n >= c->graph->nodes && n < c->graph->nodes + c->graph->num_nodes
+                                  ? (int)(n - c->graph->nodes) + 1
+                                  : -1;
+    c->index_flag_unread = true;
     nvtxRangePushA(n->name);
     cinfer_status st = c->fault_node && strcmp(c->fault_node, n->name) == 0
                            ? cuda_check_launch(n, "injected fault", cuda_launch_illegal_write(c->exec.stream))
@@ -743,6 +774,11 @@ static cinfer_status cuda_begin_run(backend *b, const char *label) {
         c->timeline->open_compute = -1;
     }
     c->exec.large_workspace_bytes = large_workspace_bound(c); /* once per run, not per Conv: it takes a lock */
+    if (c->index_flag_unread) { /* the last run ended unread: a report of its own must not fail this one */
+        CINFER_TRY(cuda_check(c->dev->ordinal, movement_launch_index_check_reset(c->exec.index_check, c->exec.stream),
+                              "clearing the index flag"));
+        c->index_flag_unread = false;
+    }
     nvtxRangePushA(label ? label : "cinfer run");
     return CINFER_OK;
 }
@@ -794,6 +830,7 @@ static void cuda_free(backend *b) {
         if (c->exec.workspace) alloc_free(c->dev->memory, c->exec.workspace);
         if (c->to_device.data) alloc_free(c->dev->pinned, c->to_device.data);
         if (c->to_host.data) alloc_free(c->dev->pinned, c->to_host.data);
+        if (c->exec.index_check.flag) alloc_free(c->dev->pinned, c->exec.index_check.flag);
         cuda_weights_release(c->dev, c->weights);
         cuda_device_sync_begin(c->dev); /* cuDNN's destroy synchronises the device */
         if (c->exec.dnn) cudnnDestroy(c->exec.dnn);
@@ -863,6 +900,7 @@ cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *
     c->exec.allow_tf32 = opt->allow_tf32;
     c->exec.deterministic = opt->deterministic;
     c->exec.owner = (struct cuda_backend_ctx *)c;
+    c->graph = g;
     const char *sync = getenv("CINFER_CUDA_SYNC");
     c->sync_each_node = sync && sync[0] == '1';
     const char *inject = getenv("CINFER_FAULT_INJECTION");
@@ -893,6 +931,14 @@ cinfer_status cuda_backend_create(const cuda_backend_options *opt, const graph *
         const char *ws_mb = getenv("CINFER_CUDA_WORKSPACE_MB"); /* tuning: larger batches' fastest convolutions */
         if (ws_mb && atol(ws_mb) > 0 && atol(ws_mb) <= 65536) c->exec.workspace_bytes = (size_t)atol(ws_mb) << 20;
         st = alloc_malloc(d->memory, c->exec.workspace_bytes, c->stream_id, &c->exec.workspace);
+    }
+    if (st == CINFER_OK) { /* the index flag: page-locked, so the device writes it and the host reads it in place */
+        void *flag = NULL;
+        st = alloc_malloc(d->pinned, sizeof(int), c->stream_id, &flag);
+        if (st == CINFER_OK) {
+            *(volatile int *)flag = 0;
+            c->exec.index_check.flag = flag;
+        }
     }
     if (st == CINFER_OK) st = cuda_weights_acquire(d, g, &c->weights);
     if (st != CINFER_OK) {

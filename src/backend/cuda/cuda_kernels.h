@@ -20,6 +20,7 @@
 #include "graph/graph.h"
 #include "graph/op_families.h"
 #include "backend/cuda/kernels/kernel_types.h"
+#include "backend/cuda/kernels/index_check.h"
 
 /* Per-session execution state handed to every kernel. */
 typedef struct cuda_exec {
@@ -35,6 +36,8 @@ typedef struct cuda_exec {
                                    * cuda_scratch: an eighth of the memory limit (or of the device), at most
                                    * CUDA_LARGE_WORKSPACE_BYTES; set by each run's begin (the limit may change) */
     struct cuda_backend_ctx *owner; /* for cuda_scratch (private to cuda_backend.c) */
+    cuda_index_check index_check; /* where index kernels report an index out of range: the session's flag, tagged
+                                   * with the running node by run_node; checked after the run (cuda_backend.c) */
 } cuda_exec;
 
 #define CUDA_WORKSPACE_BYTES ((size_t)64 << 20)

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/kernels/index_check.h"
 #include "cinfer/cinfer.h"
 #include "graph/shape/movement_types.h" /* movement_view, movement_reduction */
 
@@ -97,10 +98,13 @@ cudaError_t movement_launch_range(void *dst, cinfer_dtype dtype, int64_t count, 
 
 /* ---------------------------------------------------------------- gathers (movement_index.cu) */
 
+/* Every gather and scatter below reports an index out of range through `check` (index_check.h). */
+
 /* LookupConcat (graph/fusion_lookup.c): up to MOVEMENT_LOOKUP_MAX pieces, piece k in block row k, written into
  * columns [col0, col0 + inner) of dst seen as [outer, width]: a plain piece from src ([outer, inner]), a lookup from
  * the table rows (`row` elements each, `rows` of them) its indices pick, inner / row consecutive indices per outer
- * index, negative ones wrapping once and out-of-range ones reading zero (as Gather here). Counts in elements. */
+ * index, negative ones wrapping once and out-of-range ones reading zero (as Gather here) and reported through
+ * `check`. Counts in elements. */
 #define MOVEMENT_LOOKUP_MAX 64
 typedef struct movement_lookup_piece {
     const void *src, *idx; /* idx NULL: a plain piece */
@@ -111,15 +115,18 @@ typedef struct movement_lookup_batch {
     void *dst;
     int64_t outer, width;
     int n;
+    cuda_index_check check;
     movement_lookup_piece p[MOVEMENT_LOOKUP_MAX];
 } movement_lookup_batch;
 cudaError_t movement_launch_lookup_concat(const movement_lookup_batch *b, size_t elem_size, cudaStream_t stream);
 
-/* Indices are int32 (idx_is_64 false) or int64; negative ones wrap once; out-of-range ones read zero. */
+/* Indices are int32 (idx_is_64 false) or int64; negative ones wrap once; out-of-range ones read zero and are
+ * reported through `check`. */
 
 /* Gather: data [outer, axis_size, inner], indices (count of them) -> out [outer, count, inner]. */
 cudaError_t movement_launch_gather(void *dst, const void *src, const void *idx, bool idx_is_64, size_t elem_size,
-                                   int64_t outer, int64_t axis_size, int64_t count, int64_t inner, cudaStream_t stream);
+                                   int64_t outer, int64_t axis_size, int64_t count, int64_t inner, cuda_index_check check,
+                                   cudaStream_t stream);
 
 /* GatherElements / ScatterElements: the index tensor's dims, data's strides and the axis. */
 typedef struct movement_elements_args {
@@ -132,7 +139,7 @@ typedef struct movement_elements_args {
 
 cudaError_t movement_launch_gather_elements(void *dst, const void *src, const void *idx, bool idx_is_64,
                                             size_t elem_size, const movement_elements_args *a, int64_t total,
-                                            cudaStream_t stream);
+                                            cuda_index_check check, cudaStream_t stream);
 
 /* GatherND: each index row (k values) picks a slice of `slice` elements; rows are grouped into batches of
  * per_batch rows, batch b reading data from b * data_batch. dims/strides: data's dims and strides for the k
@@ -145,7 +152,8 @@ typedef struct movement_gather_nd_args {
 } movement_gather_nd_args;
 
 cudaError_t movement_launch_gather_nd(void *dst, const void *src, const void *idx, bool idx_is_64, size_t elem_size,
-                                      const movement_gather_nd_args *a, int64_t rows, cudaStream_t stream);
+                                      const movement_gather_nd_args *a, int64_t rows, cuda_index_check check,
+                                      cudaStream_t stream);
 
 /* OneHot: indices [outer, inner] (any integer or float dtype) -> dst [outer, depth, inner]; values is the
  * device pair (off, on) of elem_size bytes each. Out-of-range indices give an all-off row. */
@@ -155,7 +163,8 @@ cudaError_t movement_launch_onehot(void *dst, const void *idx, cinfer_dtype idx_
 /* ---------------------------------------------------------------- scatters (movement_index.cu) */
 
 /* A scatter runs in four steps so duplicate indices are applied in index order, exactly as the CPU does:
- * keys (per update row, the slot it writes, or `sentinel` when an index is out of range), a stable radix sort
+ * keys (per update row, the slot it writes, or `sentinel` when an index is out of range, which the keys kernel
+ * reports through `check`), a stable radix sort
  * of (slot, row) pairs, then one thread per (run of equal slots, slice element) applying the run's updates in
  * row order. Scratch layout: keys_in, keys_out (uint64), rows_in, rows_out (int64), then the sort's own
  * temporary storage. */
@@ -175,12 +184,16 @@ typedef struct movement_scatter_nd_args {
 
 cudaError_t movement_launch_scatter_nd_keys(void *scratch, const void *idx, bool idx_is_64,
                                             const movement_scatter_nd_args *a, int64_t rows, uint64_t sentinel,
-                                            cudaStream_t stream);
+                                            cuda_index_check check, cudaStream_t stream);
 
 /* ScatterElements keys: index position i's slot is the data element it addresses. */
 cudaError_t movement_launch_scatter_elements_keys(void *scratch, const void *idx, bool idx_is_64,
                                                   const movement_elements_args *a, int64_t rows, uint64_t sentinel,
-                                                  cudaStream_t stream);
+                                                  cuda_index_check check, cudaStream_t stream);
+
+/* Clears check.flag in stream order (after the work queued before it), for a run that follows one whose end the
+ * host never waited for (cinfer_session_run_device). */
+cudaError_t movement_launch_index_check_reset(cuda_index_check check, cudaStream_t stream);
 
 /* Sorts the keys and applies the updates: dst[slot * slice + e] (red)= updates[row * slice + e]. dst already
  * holds the data. reduction NONE moves elements by size (any dtype); the others need a numeric dtype. */

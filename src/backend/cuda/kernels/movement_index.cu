@@ -1,6 +1,7 @@
 // CUDA kernels of the movement family driven by index tensors: Gather, GatherElements, GatherND, OneHot, and
 // ScatterND/ScatterElements (keys, a stable CUB radix sort, then in-order application of each run of duplicates).
-// Indices never address memory unchecked: out-of-range gathers read zero, out-of-range scatters are skipped.
+// Indices never address memory unchecked: out-of-range gathers read zero, out-of-range scatters are skipped, and
+// both report the index through the run's cuda_index_check (index_check.h), so the run fails as on the CPU.
 #include <type_traits>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -20,22 +21,35 @@ __device__ __forceinline__ bool wrap_index(int64_t &v, int64_t size) {
     return v >= 0 && v < size;
 }
 
+// An index out of range: leaves the node's tag in the flag unless an earlier report is there (the first node that
+// met one is named). Plain volatile accesses, not atomics: the flag is host memory, and any of the racing writers'
+// tags (all this node's) will do. Only bad indices pay for it.
+__device__ __forceinline__ void report_bad_index(const cuda_index_check &c) {
+    if (c.flag && *(volatile int *)c.flag == 0) *(volatile int *)c.flag = c.tag;
+}
+
 // ---------------------------------------------------------------- gathers
 
 // U: index arithmetic type (uint32_t when every offset fits, else uint64_t).
 template <typename T, typename Idx, typename U>
 __global__ void gather_kernel(T *__restrict__ dst, const T *__restrict__ src, const Idx *__restrict__ idx, U axis_size,
-                              U count, U inner, U total) {
+                              U count, U inner, U total, const cuda_index_check check) {
     for (U i = (U)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (U)blockDim.x * gridDim.x) {
         U e = i % inner, t = i / inner, j = t % count, o = t / count;
         int64_t v = (int64_t)idx[j];
-        dst[i] = wrap_index(v, (int64_t)axis_size) ? src[(o * axis_size + (U)v) * inner + e] : T{};
+        if (wrap_index(v, (int64_t)axis_size)) {
+            dst[i] = src[(o * axis_size + (U)v) * inner + e];
+        } else {
+            dst[i] = T{};
+            report_bad_index(check);
+        }
     }
 }
 
 template <typename T, typename Idx>
 __global__ void gather_elements_kernel(T *__restrict__ dst, const T *__restrict__ src, const Idx *__restrict__ idx,
-                                       const __grid_constant__ movement_elements_args a, int64_t total) {
+                                       const __grid_constant__ movement_elements_args a, int64_t total,
+                                       const cuda_index_check check) {
     CUDA_GRID_STRIDE(i, total) {
         int64_t rem = i, off = 0;
         for (int d = a.ndim - 1; d >= 0; d--) {
@@ -44,13 +58,19 @@ __global__ void gather_elements_kernel(T *__restrict__ dst, const T *__restrict_
             rem /= dim;
         }
         int64_t v = (int64_t)idx[i];
-        dst[i] = wrap_index(v, a.axis_size) ? src[off + v * a.data_strides[a.axis]] : T{};
+        if (wrap_index(v, a.axis_size)) {
+            dst[i] = src[off + v * a.data_strides[a.axis]];
+        } else {
+            dst[i] = T{};
+            report_bad_index(check);
+        }
     }
 }
 
 template <typename T, typename Idx>
 __global__ void gather_nd_kernel(T *__restrict__ dst, const T *__restrict__ src, const Idx *__restrict__ idx,
-                                 const __grid_constant__ movement_gather_nd_args a, int64_t total) {
+                                 const __grid_constant__ movement_gather_nd_args a, int64_t total,
+                                 const cuda_index_check check) {
     CUDA_GRID_STRIDE(i, total) {
         int64_t row = i / a.slice, e = i % a.slice;
         int64_t off = (row / a.per_batch) * a.data_batch;
@@ -61,6 +81,7 @@ __global__ void gather_nd_kernel(T *__restrict__ dst, const T *__restrict__ src,
             else valid = false;
         }
         dst[i] = valid ? src[off + e] : T{};
+        if (!valid) report_bad_index(check);
     }
 }
 
@@ -121,7 +142,8 @@ size_t scatter_arrays_bytes(int64_t rows) {
 
 template <typename Idx>
 __global__ void scatter_nd_keys_kernel(uint64_t *keys, int64_t *rows_of, const Idx *__restrict__ idx,
-                                       const __grid_constant__ movement_scatter_nd_args a, int64_t rows, uint64_t sentinel) {
+                                       const __grid_constant__ movement_scatter_nd_args a, int64_t rows, uint64_t sentinel,
+                                       const cuda_index_check check) {
     CUDA_GRID_STRIDE(r, rows) {
         int64_t slot = 0;
         bool valid = true;
@@ -132,13 +154,14 @@ __global__ void scatter_nd_keys_kernel(uint64_t *keys, int64_t *rows_of, const I
         }
         keys[r] = valid ? (uint64_t)slot : sentinel;
         rows_of[r] = r;
+        if (!valid) report_bad_index(check);
     }
 }
 
 template <typename Idx>
 __global__ void scatter_elements_keys_kernel(uint64_t *keys, int64_t *rows_of, const Idx *__restrict__ idx,
                                              const __grid_constant__ movement_elements_args a, int64_t rows,
-                                             uint64_t sentinel) {
+                                             uint64_t sentinel, const cuda_index_check check) {
     CUDA_GRID_STRIDE(i, rows) {
         int64_t rem = i, off = 0;
         for (int d = a.ndim - 1; d >= 0; d--) {
@@ -147,8 +170,10 @@ __global__ void scatter_elements_keys_kernel(uint64_t *keys, int64_t *rows_of, c
             rem /= dim;
         }
         int64_t v = (int64_t)idx[i];
-        keys[i] = wrap_index(v, a.axis_size) ? (uint64_t)(off + v * a.data_strides[a.axis]) : sentinel;
+        const bool valid = wrap_index(v, a.axis_size);
+        keys[i] = valid ? (uint64_t)(off + v * a.data_strides[a.axis]) : sentinel;
         rows_of[i] = i;
+        if (!valid) report_bad_index(check);
     }
 }
 
@@ -205,6 +230,8 @@ __global__ void scatter_reduce_kernel(T *dst, const T *__restrict__ upd, const u
     }
 }
 
+__global__ void index_check_reset_kernel(int *flag) { *(volatile int *)flag = 0; }
+
 cudaError_t sort_storage_bytes(int64_t rows, int key_bits, size_t *bytes) {
     *bytes = 0;
     return cub::DeviceRadixSort::SortPairs(nullptr, *bytes, (const uint64_t *)nullptr, (uint64_t *)nullptr,
@@ -235,6 +262,7 @@ __device__ void lookup_piece_copy(const movement_lookup_batch &b, const movement
         if (v < 0) v += p.rows;
         U out{};
         if (v >= 0 && v < p.rows) out = src[v * row + d];
+        else report_bad_index(b.check);
         dst[o * width + col0 + c] = out;
     }
 }
@@ -282,7 +310,7 @@ extern "C" cudaError_t movement_launch_lookup_concat(const movement_lookup_batch
 
 extern "C" cudaError_t movement_launch_gather(void *dst, const void *src, const void *idx, bool idx_is_64,
                                               size_t elem_size, int64_t outer, int64_t axis_size, int64_t count,
-                                              int64_t inner, cudaStream_t stream) {
+                                              int64_t inner, cuda_index_check check, cudaStream_t stream) {
     int64_t total = outer * count * inner;
     if (total <= 0) return cudaSuccess;
     // rows of `inner` elements move in units of up to 16 bytes when their length and the pointers allow it
@@ -305,11 +333,11 @@ extern "C" cudaError_t movement_launch_gather(void *dst, const void *src, const 
             if (fits32)
                 gather_kernel<T, Idx, uint32_t><<<grid, kBlock, 0, stream>>>(
                     (T *)dst, (const T *)src, (const Idx *)idx, (uint32_t)axis_size, (uint32_t)count, (uint32_t)inner,
-                    (uint32_t)total);
+                    (uint32_t)total, check);
             else
                 gather_kernel<T, Idx, uint64_t><<<grid, kBlock, 0, stream>>>(
                     (T *)dst, (const T *)src, (const Idx *)idx, (uint64_t)axis_size, (uint64_t)count, (uint64_t)inner,
-                    (uint64_t)total);
+                    (uint64_t)total, check);
             return cudaGetLastError();
         });
     });
@@ -317,7 +345,7 @@ extern "C" cudaError_t movement_launch_gather(void *dst, const void *src, const 
 
 extern "C" cudaError_t movement_launch_gather_elements(void *dst, const void *src, const void *idx, bool idx_is_64,
                                                        size_t elem_size, const movement_elements_args *a, int64_t total,
-                                                       cudaStream_t stream) {
+                                                       cuda_index_check check, cudaStream_t stream) {
     if (total <= 0) return cudaSuccess;
     unsigned grid = grid_for(total);
     return dispatch_by_size(elem_size, [&](auto tag) {
@@ -325,7 +353,7 @@ extern "C" cudaError_t movement_launch_gather_elements(void *dst, const void *sr
         return dispatch_index(idx_is_64, [&](auto itag) {
             using Idx = typename decltype(itag)::type;
             gather_elements_kernel<T, Idx><<<grid, kBlock, 0, stream>>>((T *)dst, (const T *)src, (const Idx *)idx, *a,
-                                                                        total);
+                                                                        total, check);
             return cudaGetLastError();
         });
     });
@@ -333,7 +361,7 @@ extern "C" cudaError_t movement_launch_gather_elements(void *dst, const void *sr
 
 extern "C" cudaError_t movement_launch_gather_nd(void *dst, const void *src, const void *idx, bool idx_is_64,
                                                  size_t elem_size, const movement_gather_nd_args *a, int64_t rows,
-                                                 cudaStream_t stream) {
+                                                 cuda_index_check check, cudaStream_t stream) {
     int64_t total = rows * a->slice;
     if (total <= 0) return cudaSuccess;
     unsigned grid = grid_for(total);
@@ -341,7 +369,8 @@ extern "C" cudaError_t movement_launch_gather_nd(void *dst, const void *src, con
         using T = typename decltype(tag)::type;
         return dispatch_index(idx_is_64, [&](auto itag) {
             using Idx = typename decltype(itag)::type;
-            gather_nd_kernel<T, Idx><<<grid, kBlock, 0, stream>>>((T *)dst, (const T *)src, (const Idx *)idx, *a, total);
+            gather_nd_kernel<T, Idx><<<grid, kBlock, 0, stream>>>((T *)dst, (const T *)src, (const Idx *)idx, *a, total,
+                                                                  check);
             return cudaGetLastError();
         });
     });
@@ -364,6 +393,12 @@ extern "C" cudaError_t movement_launch_onehot(void *dst, const void *idx, cinfer
     });
 }
 
+extern "C" cudaError_t movement_launch_index_check_reset(cuda_index_check check, cudaStream_t stream) {
+    if (!check.flag) return cudaSuccess;
+    index_check_reset_kernel<<<1, 1, 0, stream>>>(check.flag);
+    return cudaGetLastError();
+}
+
 extern "C" int movement_scatter_key_bits(uint64_t sentinel) {
     int bits = 1;
     while (bits < 64 && (sentinel >> bits) != 0) bits++;
@@ -379,28 +414,29 @@ extern "C" cudaError_t movement_scatter_scratch_bytes(int64_t rows, int key_bits
 
 extern "C" cudaError_t movement_launch_scatter_nd_keys(void *scratch, const void *idx, bool idx_is_64,
                                                        const movement_scatter_nd_args *a, int64_t rows,
-                                                       uint64_t sentinel, cudaStream_t stream) {
+                                                       uint64_t sentinel, cuda_index_check check, cudaStream_t stream) {
     if (rows <= 0) return cudaSuccess;
     scatter_scratch s = scatter_carve(scratch, rows, 0);
     unsigned grid = grid_for(rows);
     return dispatch_index(idx_is_64, [&](auto itag) {
         using Idx = typename decltype(itag)::type;
         scatter_nd_keys_kernel<Idx><<<grid, kBlock, 0, stream>>>(s.keys_in, s.rows_in, (const Idx *)idx, *a, rows,
-                                                                 sentinel);
+                                                                 sentinel, check);
         return cudaGetLastError();
     });
 }
 
 extern "C" cudaError_t movement_launch_scatter_elements_keys(void *scratch, const void *idx, bool idx_is_64,
                                                              const movement_elements_args *a, int64_t rows,
-                                                             uint64_t sentinel, cudaStream_t stream) {
+                                                             uint64_t sentinel, cuda_index_check check,
+                                                             cudaStream_t stream) {
     if (rows <= 0) return cudaSuccess;
     scatter_scratch s = scatter_carve(scratch, rows, 0);
     unsigned grid = grid_for(rows);
     return dispatch_index(idx_is_64, [&](auto itag) {
         using Idx = typename decltype(itag)::type;
         scatter_elements_keys_kernel<Idx><<<grid, kBlock, 0, stream>>>(s.keys_in, s.rows_in, (const Idx *)idx, *a,
-                                                                       rows, sentinel);
+                                                                       rows, sentinel, check);
         return cudaGetLastError();
     });
 }

@@ -182,7 +182,7 @@ static cinfer_status run_gather(cuda_exec *x, const graph_node *n, const tensor 
                              movement_launch_gather(out[0].data, data->data, idx->data, idx->dtype == CINFER_DTYPE_INT64,
                                                     cinfer_dtype_size(data->dtype), prod(data->dims, 0, axis),
                                                     data->dims[axis], tensor_numel(idx), prod(data->dims, axis + 1, r),
-                                                    x->stream));
+                                                    x->index_check, x->stream));
 }
 
 /* LookupConcat (internal; graph/fusion_lookup.c): every piece in one launch per MOVEMENT_LOOKUP_MAX of them. */
@@ -202,6 +202,7 @@ static cinfer_status run_lookup_concat(cuda_exec *x, const graph_node *n, const 
     b.dst = out[0].data;
     b.outer = outer;
     b.width = width;
+    b.check = x->index_check;
     for (int k = 0; k < count; k++) {
         const lookup_part *p = &parts[k];
         if (p->inner == 0) continue;
@@ -248,7 +249,8 @@ static cinfer_status run_gather_elements(cuda_exec *x, const graph_node *n, cons
     return cuda_check_launch(n, "gather elements",
                              movement_launch_gather_elements(out[0].data, data->data, idx->data,
                                                              idx->dtype == CINFER_DTYPE_INT64,
-                                                             cinfer_dtype_size(data->dtype), &a, total, x->stream));
+                                                             cinfer_dtype_size(data->dtype), &a, total, x->index_check,
+                                                             x->stream));
 }
 
 static cinfer_status run_gather_nd(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -271,7 +273,7 @@ static cinfer_status run_gather_nd(cuda_exec *x, const graph_node *n, const tens
     return cuda_check_launch(n, "gather nd",
                              movement_launch_gather_nd(out[0].data, data->data, idx->data, idx->dtype == CINFER_DTYPE_INT64,
                                                        cinfer_dtype_size(data->dtype), &a, prod(idx->dims, 0, q - 1),
-                                                       x->stream));
+                                                       x->index_check, x->stream));
 }
 
 static cinfer_status run_onehot(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
@@ -332,7 +334,8 @@ static cinfer_status run_scatter_nd(cuda_exec *x, const graph_node *n, const ten
     }
     bool idx64 = idx->dtype == CINFER_DTYPE_INT64;
     CINFER_TRY(cuda_check_launch(n, "scatter nd keys",
-                                 movement_launch_scatter_nd_keys(scratch, idx->data, idx64, &a, rows, sentinel, x->stream)));
+                                 movement_launch_scatter_nd_keys(scratch, idx->data, idx64, &a, rows, sentinel,
+                                                                 x->index_check, x->stream)));
     return cuda_check_launch(n, "scatter nd",
                              movement_launch_scatter_apply(scratch, scratch_bytes, out[0].data, upd->data, data->dtype, red,
                                                            rows, slice, sentinel, movement_scatter_key_bits(sentinel),
@@ -356,7 +359,7 @@ static cinfer_status run_scatter_elements(cuda_exec *x, const graph_node *n, con
     bool idx64 = idx->dtype == CINFER_DTYPE_INT64;
     CINFER_TRY(cuda_check_launch(n, "scatter elements keys",
                                  movement_launch_scatter_elements_keys(scratch, idx->data, idx64, &a, rows, sentinel,
-                                                                       x->stream)));
+                                                                       x->index_check, x->stream)));
     return cuda_check_launch(n, "scatter elements",
                              movement_launch_scatter_apply(scratch, scratch_bytes, out[0].data, upd->data, data->dtype, red,
                                                            rows, 1, sentinel, movement_scatter_key_bits(sentinel),
