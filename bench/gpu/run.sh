@@ -19,7 +19,7 @@
 #             fp16/bf16 agreement: ~4-6 min. COMPARE_ARGS replaces the options (e.g. "--quick": the goal rows only);
 #             tables in $OUT/compare.log, everything in $OUT/compare/compare.json
 #   server    cinfer-server on the GPU (default placement: one instance per GPU): the protocol, batching, OOM,
-#             fault, precision and Triton-habits suites through tritonclient (real OOM under a memory limit, a poisoned
+#             fault, precision, Triton-habits, shared-memory, batch-isolation and reload suites through tritonclient (real OOM under a memory limit, a poisoned
 #             device turning liveness to 400), and the real NVML metrics against nvidia-smi
 #   profile   for each PROFILE_SPECS entry model:batch:precision (default resnet50:64:fp16 bert:32:fp16): the
 #             caller-stream timing check (bench/gpu/check_timing.py), cinfer bench --profile (per-op table) and plain
@@ -143,7 +143,8 @@ for what in "${@:-tests}"; do
         stage server_gpu $PY -m pytest -q -rs -p no:cacheprovider tests/server/test_protocol.py \
             tests/server/test_batching.py "tests/server/test_metrics.py::test_real_gpus_match_nvidia_smi" \
             tests/server/test_oom.py tests/server/test_faults.py tests/server/test_precision.py \
-            tests/server/test_triton_flags.py
+            tests/server/test_triton_flags.py tests/server/test_shm.py tests/server/test_batch_isolation.py \
+            tests/server/test_reload.py
         ;;
     soak)
         # reloads under load (issue 24): ResNet-50 and BERT-base on one GPU, each reloaded, unloaded and loaded again
