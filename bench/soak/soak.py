@@ -32,8 +32,9 @@ then unloads it, reads the metrics, and loads it again. Checked:
     --rtol/--atol: on a GPU the batch a request joins may change the kernels); the one refusal allowed is 503
     "model '<name>' is not ready: unloaded" for a request that arrived while its model was unloaded (counted as
     refused, not failed: it was never accepted);
-  * after each unload the GPU allocator's allocated bytes (cinfer_gpu_allocator_allocated_bytes, per GPU) equal
-    exactly the value after that model's first unload past the warm-up; reserved and pinned host memory
+  * at the end, with the clients stopped and every model unloaded, the GPU allocator's allocated bytes
+    (cinfer_gpu_allocator_allocated_bytes, per GPU) are exactly 0 (per cycle they are printed: after an unload they are
+    the other models' weights and cached plans, which move with the batches those meet); reserved and pinned host memory
     (cinfer_gpu_allocator_reserved_bytes, ..._pinned_reserved_bytes) are printed per cycle beside it and, with
     --reserved-growth-mib X, may not exceed that baseline by more than X MiB;
   * the descriptors return exactly to their count before the clients started, once they stopped; RSS growth after
@@ -404,16 +405,11 @@ def run_reload(server_bin, models, duration, reload_every, clients_per_model=2, 
                 if status != 200:
                     raise SoakFailure(f"cycle {cycle}: unload of '{name}' answered {status}: {data}")
                 summary["unloads"] += 1
+                # The allocator's bytes after an unload are the other models' weights plus their sessions' cached plans,
+                # which change with the batch sizes they meet and drop when those models are reloaded: no fixed value to
+                # hold them to while the others run (the H100 run showed 838 -> 246 MiB). They are printed per cycle;
+                # the exact check is at the end, with every model unloaded.
                 mem = gpu_memory(parse_metrics(server.metrics()))
-                if cycle > warmup_cycles and name in baselines and mem["allocated"] != baselines[name]["allocated"]:
-                    for _ in range(20):  # a batch of the other models in flight holds staging for a moment
-                        time.sleep(0.1)
-                        mem = gpu_memory(parse_metrics(server.metrics()))
-                        if mem["allocated"] == baselines[name]["allocated"]:
-                            break
-                    else:
-                        raise SoakFailure(f"cycle {cycle}: GPU allocator bytes after unloading '{name}' {mem['allocated']} "
-                                          f"!= its baseline {baselines[name]['allocated']}")
                 if cycle > warmup_cycles and name in baselines and reserved_growth_mib is not None:
                     for kind in ("reserved", "pinned"):
                         for labels, v in mem[kind].items():
@@ -456,6 +452,21 @@ def run_reload(server_bin, models, duration, reload_every, clients_per_model=2, 
                 raise SoakFailure(f"the server counted {summary['server_failures']} failed requests")
             if any(c.ok == 0 for c in clients):
                 raise SoakFailure(f"a model was never answered: {[(c.name, c.ok) for c in clients]}")
+            # every model unloaded, nothing may stay allocated on any GPU: what a reload or an unload leaked shows here
+            for name in names:
+                status, data = server.json("POST", f"/v2/repository/models/{name}/unload")
+                if status != 200:
+                    raise SoakFailure(f"final unload of '{name}' answered {status}: {data}")
+            left = gpu_memory(parse_metrics(server.metrics()))["allocated"]
+            for _ in range(50):
+                if not any(left.values()):
+                    break
+                time.sleep(0.1)
+                left = gpu_memory(parse_metrics(server.metrics()))["allocated"]
+            summary["gpu_allocated_after_unloading_all"] = {str(dict(k)): v for k, v in left.items()}
+            if any(left.values()):
+                raise SoakFailure(f"GPU allocator bytes with every model unloaded: {summary['gpu_allocated_after_unloading_all']} "
+                                  f"(expected 0)")
             summary["fds_end"] = settled_fd_count(pid)
             if summary["fds_end"] != fds_start:
                 raise SoakFailure(f"{summary['fds_end']} descriptors open once the clients stopped, {fds_start} before")
