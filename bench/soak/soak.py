@@ -65,8 +65,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "server"))
 sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path.insert(0, str(ROOT / "tests" / "python"))
 import builders  # noqa: E402
 from conftest import Server, mlp_model, write_model  # noqa: E402
+from proc_stats import fd_count, rss_bytes, settled_fd_count  # noqa: E402
 
 MiB = 1 << 20
 
@@ -91,28 +93,6 @@ def parse_metrics(text):
 
 def family(metrics, name):
     return {k: v for k, v in metrics.items() if k[0] == name}
-
-
-def rss_bytes(pid):
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise SoakFailure("no VmRSS in /proc/PID/status")
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def settled_fd_count(pid, quiet=1.0, timeout=60):
-    """The descriptor count once it stayed the same for `quiet` s (a closed connection's socket goes shortly after)."""
-    deadline, last, since = time.time() + timeout, fd_count(pid), time.time()
-    while time.time() < deadline and time.time() - since < quiet:
-        time.sleep(0.05)
-        now = fd_count(pid)
-        if now != last:
-            last, since = now, time.time()
-    return last
 
 
 def second_model():

@@ -38,6 +38,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import _model, write_model
+from proc_stats import fd_count, fd_targets, rss_bytes, settled_fd_count
 
 SECONDS = float(os.environ.get("CINFER_LOAD_CHANGE_SECONDS", "60"))
 CYCLES = 5  # one warm-up + four measured
@@ -78,39 +79,6 @@ def matmul_model(name, offset):
     nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "off"], ["y"])]
     return _model(name, nodes, [V("x", TensorProto.FLOAT, [rows, FEATURES])], [V("y", TensorProto.FLOAT, [rows, OUTPUTS])],
                   {"W": weights(seed), "off": np.array(float(offset), np.float32)})
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def fd_targets(pid):
-    out = []
-    for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
-        try:
-            out.append(f"{fd}->{os.readlink(f'/proc/{pid}/fd/{fd}')}")
-        except OSError:
-            pass
-    return out
-
-
-def settled_fd_count(pid, quiet=1.0, timeout=60):
-    """The descriptor count once it stayed the same for `quiet` seconds (the server closes a connection's socket
-    shortly after the client's close)."""
-    deadline, last, since = time.time() + timeout, fd_count(pid), time.time()
-    while time.time() < deadline and time.time() - since < quiet:
-        time.sleep(0.05)
-        now = fd_count(pid)
-        if now != last:
-            last, since = now, time.time()
-    return last
-
-
-def rss_bytes(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/<pid>/status")
 
 
 class Gate:
