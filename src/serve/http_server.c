@@ -113,12 +113,23 @@ void http_request_suspend(http_request *r) {
 }
 void http_request_resume(http_request *r) { MHD_resume_connection(r->priv->conn); }
 
-int http_request_client_gone(http_request *r) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->priv->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return 0;
+/* recv's answer to a one-byte peek at the connection's socket without waiting: 0 once the client closed its end,
+ * -1 with errno EAGAIN while it is open and quiet; 1 when there is no socket to ask. */
+static ssize_t peek_peer(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 1;
     char b;
-    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0;
+    return recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+}
+
+int http_request_client_gone(http_request *r) { return peek_peer(r->priv->conn) == 0; }
+
+/* The client closed its end (or its socket failed). libmicrohttpd's epoll loop is edge-triggered and takes a short
+ * read as "drained", so a close that arrived together with the headers (or a part of the body) raises no new event
+ * and is never read: the connection then waited for the rest of the body forever. Probed while a body is still due. */
+static int peer_closed(struct MHD_Connection *conn) {
+    ssize_t n = peek_peer(conn);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 const char *http_request_header(http_request *r, const char *name) {
@@ -305,17 +316,6 @@ static int decode_path(http_request *r, const char *raw, enum MHD_Result *ret) {
         return -1;
     }
     return 0;
-}
-
-/* The client closed its end. libmicrohttpd's epoll loop is edge-triggered and takes a short read as "drained", so a
- * close that arrived together with the headers (or a part of the body) raises no new event and is never read: the
- * connection then waited for the rest of the body forever. Probed while a body is still due. */
-static int peer_closed(struct MHD_Connection *conn) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return 0;
-    char b;
-    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
