@@ -538,5 +538,6 @@ const cpu_kernel cpu_reduce_kernels[] = {
     {"GroupNormalization", cpu_run_group_norm},
     {"MeanVarianceNormalization", run_mvn},
     {"LpNormalization", cpu_run_lp_norm},
+    {"LRN", cpu_run_lrn},
     {NULL, NULL},
 };

@@ -143,5 +143,6 @@ cinfer_status cpu_run_rms_norm(const graph_node *n, const tensor *in, int num_in
 cinfer_status cpu_run_instance_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 cinfer_status cpu_run_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 cinfer_status cpu_run_lp_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+cinfer_status cpu_run_lrn(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
 #endif

@@ -1,5 +1,5 @@
 /* CPU kernels of the normalisations over rows: LayerNormalization, RMSNormalization, InstanceNormalization,
- * GroupNormalization (LpNormalization, one pass along an axis, is with Softmax in reduce_softmax.c). Each row's
+ * GroupNormalization, LRN (LpNormalization, one pass along an axis, is with Softmax in reduce_softmax.c). Each row's
  * statistics take two passes (mean, then squared deviations) over data that stays in cache; OpenMP spreads the rows. */
 #include <stdlib.h>
 
@@ -242,4 +242,50 @@ cinfer_status cpu_run_instance_norm(const graph_node *n, const tensor *in, int n
 cinfer_status cpu_run_group_norm(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_group_norm);
     return run_seg_norm(n, in, num_in, out);
+}
+
+/* LRN over x [batch, channels, spatial]: the output row of channel c first holds the sum of squares over its window
+ * of channels (y is not x: the schema keeps LRN out of place), then becomes x * (bias + alpha / size * sum)^-beta. */
+#define DEFINE_LRN(NAME, T, POW)                                                                              \
+    static void NAME(const T *x, T *y, const reduce_lrn *p) {                                                 \
+        const int64_t channels = p->channels, spatial = p->spatial;                                           \
+        const int64_t before = (p->size - 1) / 2, after = p->size - 1 - before; /* floor, ceil of (size-1)/2 */ \
+        const T scale = (T)(p->alpha / (double)p->size), bias = (T)p->bias, neg_beta = (T)-p->beta;           \
+        const int64_t rows = p->batch * channels;                                                             \
+        _Pragma("omp parallel for num_threads(cpu_num_threads()) if(rows * spatial * p->size > CPU_RED_PAR_MIN && rows > 1)") \
+        for (int64_t r = 0; r < rows; r++) {                                                                  \
+            const int64_t b = r / channels, c = r % channels;                                                 \
+            const int64_t lo = c - before < 0 ? 0 : c - before;                                               \
+            const int64_t hi = c + after >= channels ? channels - 1 : c + after;                              \
+            T *yr = y + r * spatial;                                                                          \
+            const T *xr = x + r * spatial;                                                                    \
+            for (int64_t s = 0; s < spatial; s++) yr[s] = 0;                                                  \
+            for (int64_t k = lo; k <= hi; k++) {                                                              \
+                const T *xk = x + (b * channels + k) * spatial;                                               \
+                for (int64_t s = 0; s < spatial; s++) yr[s] += xk[s] * xk[s];                                 \
+            }                                                                                                 \
+            for (int64_t s = 0; s < spatial; s++) yr[s] = xr[s] * POW(bias + scale * yr[s], neg_beta);        \
+        }                                                                                                     \
+    }
+DEFINE_LRN(lrn_f32, float, powf)
+DEFINE_LRN(lrn_f64, double, pow)
+
+cinfer_status cpu_run_lrn(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_lrn);
+    cinfer_dtype dt = in[0].dtype;
+    if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
+    if (out[0].dtype != dt)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': output has dtype %s, expected %s", n->name,
+                          cinfer_dtype_name(out[0].dtype), cinfer_dtype_name(dt));
+    reduce_lrn p;
+    CINFER_TRY(reduce_compute_lrn(n, &in[0], &p));
+    if (p.batch * p.channels * p.spatial == 0) return CINFER_OK;
+    if (out[0].data == in[0].data) /* the output row is the kernel's accumulator */
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': the output may not share the input's buffer",
+                          n->name);
+    if (dt == CINFER_DTYPE_FLOAT)
+        lrn_f32(in[0].data, out[0].data, &p);
+    else
+        lrn_f64(in[0].data, out[0].data, &p);
+    return CINFER_OK;
 }

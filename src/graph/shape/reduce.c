@@ -218,6 +218,26 @@ cinfer_status reduce_compute_seg_norm(const graph_node *n, const tensor *x, redu
     return CINFER_OK;
 }
 
+cinfer_status reduce_compute_lrn(const graph_node *n, const tensor *x, reduce_lrn *p) {
+    if (x->ndim < 2)
+        return core_error(CINFER_ERR_INVALID_MODEL, "LRN node '%s': input has rank %d, expected >= 2 ([N,C,...])",
+                          n->name, x->ndim);
+    if (!graph_node_attr(n, "size"))
+        return core_error(CINFER_ERR_INVALID_MODEL, "LRN node '%s': the required attribute 'size' is missing", n->name);
+    p->size = graph_attr_int(n, "size", 0);
+    if (p->size < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "LRN node '%s': size is %lld, expected >= 1", n->name,
+                          (long long)p->size);
+    p->batch = x->dims[0];
+    p->channels = x->dims[1];
+    p->spatial = 1;
+    for (int d = 2; d < x->ndim; d++) p->spatial *= x->dims[d];
+    p->alpha = graph_attr_float(n, "alpha", 1e-4f);
+    p->beta = graph_attr_float(n, "beta", 0.75f);
+    p->bias = graph_attr_float(n, "bias", 1.0f);
+    return CINFER_OK;
+}
+
 static cinfer_status infer_reduce(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     bool mask[CINFER_MAX_DIMS];
@@ -383,6 +403,15 @@ static cinfer_status infer_lp_norm(const graph_node *n, const tensor *in, int nu
     return CINFER_OK;
 }
 
+static cinfer_status infer_lrn(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in; (void)num_out;
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    reduce_lrn p;
+    CINFER_TRY(reduce_compute_lrn(n, &in[0], &p));
+    shape_copy(&out[0], &in[0]);
+    return CINFER_OK;
+}
+
 const op_schema shape_reduce_schemas[] = {
     {"ReduceSum", infer_reduce, 1u << 1, 0, 1, 2},
     {"ReduceMean", infer_reduce, 1u << 1, 0, 1, 2},
@@ -406,5 +435,6 @@ const op_schema shape_reduce_schemas[] = {
     {"GroupNormalization", infer_seg_norm, 0, OP_FLAG_INPLACE, 3, 3},
     {"MeanVarianceNormalization", infer_mvn, 0, 0, 1, 1},
     {"LpNormalization", infer_lp_norm, 0, OP_FLAG_INPLACE, 1, 1},
+    {"LRN", infer_lrn, 0, 0, 1, 1}, /* not in place: a channel's output reads its neighbours' inputs */
     {NULL, NULL, 0, 0, 0, 0},
 };

@@ -92,4 +92,13 @@ typedef struct reduce_seg_norm {
 
 cinfer_status reduce_compute_seg_norm(const graph_node *n, const tensor *x, reduce_seg_norm *p);
 
+/* LRN: X [batch, channels, spatial...]; each element divided by (bias + alpha / size * the sum of squares over the
+ * channels [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] clipped to [0, channels)) ^ beta. size >= 1. */
+typedef struct reduce_lrn {
+    int64_t batch, channels, spatial, size;
+    double alpha, beta, bias;
+} reduce_lrn;
+
+cinfer_status reduce_compute_lrn(const graph_node *n, const tensor *x, reduce_lrn *p);
+
 #endif

@@ -104,6 +104,12 @@ cudaError_t cuda_reduce_group_norm(cinfer_dtype dt, const void *x, void *y, int6
                                    int64_t spatial, int64_t groups, bool per_group, cuda_norm_param scale,
                                    cuda_norm_param bias, double eps, cudaStream_t stream);
 
+/* LRN: x and y [batch, channels, spatial] of dt (a float type), y not x: y = x * (bias + alpha / size * sum)^-beta,
+ * sum the squares of x over the channels [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] in range, in float
+ * (double for double). size >= 1. */
+cudaError_t cuda_reduce_lrn(cinfer_dtype dt, const void *x, void *y, int64_t batch, int64_t channels, int64_t spatial,
+                            int64_t size, double alpha, double beta, double bias, cudaStream_t stream);
+
 /* ---- TopK ---- */
 
 /* Longest row one block sorts in shared memory; longer rows go through candidate passes (k up to half of

@@ -1,5 +1,5 @@
 // CUDA kernels of the normalisations over contiguous rows: LayerNormalization, RMSNormalization,
-// InstanceNormalization and GroupNormalization.
+// InstanceNormalization and GroupNormalization; and LRN, across channels.
 //
 // One block per row (a warp per row, held in registers, for rows of at most 1024): mean, then the squared
 // deviations from it (two passes, as the CPU, so a large mean does not cancel the variance away), then the
@@ -226,6 +226,40 @@ __global__ void group_norm_kernel(const T *x, T *y, int64_t rows, int64_t segs, 
     }
 }
 
+// LRN: one thread per output element of x [batch, channels, spatial]; its window of channels is read at the same
+// spatial position, so neighbouring threads read neighbouring addresses.
+template <typename T>
+__global__ void lrn_kernel(const T *x, T *y, int64_t total, int64_t channels, int64_t spatial, int64_t before,
+                           int64_t after, double scale, double bias, double neg_beta) {
+    using F = typename acc<T>::type;
+    CUDA_GRID_STRIDE(i, total) {
+        const int64_t s = i % spatial, c = (i / spatial) % channels, b = i / (spatial * channels);
+        const int64_t lo = c - before < 0 ? 0 : c - before, hi = c + after >= channels ? channels - 1 : c + after;
+        const T *xb = x + b * channels * spatial + s;
+        F sum = 0;
+        for (int64_t k = lo; k <= hi; k++) {
+            const F v = load(xb[k * spatial]);
+            sum += v * v;
+        }
+        const F base = (F)bias + (F)scale * sum;
+        F factor;
+        if constexpr (std::is_same<F, double>::value)
+            factor = pow(base, neg_beta);
+        else
+            factor = powf(base, (float)neg_beta);
+        y[i] = store<T>(load(x[i]) * factor);
+    }
+}
+
+template <typename T>
+cudaError_t run_lrn(const void *x, void *y, int64_t batch, int64_t channels, int64_t spatial, int64_t size,
+                    double alpha, double beta, double bias, cudaStream_t stream) {
+    const int64_t total = batch * channels * spatial, before = (size - 1) / 2, after = size - 1 - before;
+    lrn_kernel<T><<<grid_for(total), kBlock, 0, stream>>>((const T *)x, (T *)y, total, channels, spatial, before,
+                                                          after, alpha / (double)size, bias, -beta);
+    return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t run_layer_norm(cinfer_dtype dt, const void *x, const void *res, cinfer_dtype y_dtype, void *y, int64_t rows,
                            int64_t cols,
@@ -287,6 +321,16 @@ extern "C" cudaError_t cuda_reduce_group_norm(cinfer_dtype dt, const void *x, vo
     CUDA_DISPATCH_FLOATS(dt, T,
                          return run_group_norm<T>(x, y, rows, segs, spatial, groups, per_group, scale, bias, eps,
                                                   stream),
+                         return cudaErrorInvalidValue)
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t cuda_reduce_lrn(cinfer_dtype dt, const void *x, void *y, int64_t batch, int64_t channels,
+                                       int64_t spatial, int64_t size, double alpha, double beta, double bias,
+                                       cudaStream_t stream) {
+    if (size < 1 || x == y) return cudaErrorInvalidValue;
+    if (batch * channels * spatial == 0) return cudaSuccess;
+    CUDA_DISPATCH_FLOATS(dt, T, return run_lrn<T>(x, y, batch, channels, spatial, size, alpha, beta, bias, stream),
                          return cudaErrorInvalidValue)
     return cudaErrorInvalidValue;
 }

@@ -155,5 +155,6 @@ const cuda_kernel cuda_reduce_kernels[] = {
     {"GroupNormalization", cuda_red_run_group_norm},
     {"MeanVarianceNormalization", run_mvn},
     {"LpNormalization", cuda_red_run_lp_norm},
+    {"LRN", cuda_red_run_lrn},
     {NULL, NULL},
 };

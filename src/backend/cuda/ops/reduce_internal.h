@@ -55,6 +55,8 @@ cinfer_status cuda_red_run_instance_norm(cuda_exec *x, const graph_node *n, cons
                                          tensor *out, int num_out);
 cinfer_status cuda_red_run_group_norm(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                       int num_out);
+cinfer_status cuda_red_run_lrn(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                               int num_out);
 cinfer_status cuda_red_run_topk(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                 int num_out);
 

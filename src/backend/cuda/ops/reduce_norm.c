@@ -1,5 +1,5 @@
-/* CUDA kernels of the reduce family's normalisations over rows (host side): LayerNormalization, RMSNormalization,
- * InstanceNormalization, GroupNormalization. Attributes and shapes -> launches of kernels/reduce_norm.cu, with the
+/* CUDA kernels of the reduce family's normalisations (host side): LayerNormalization, RMSNormalization,
+ * InstanceNormalization, GroupNormalization, LRN. Attributes and shapes -> launches of kernels/reduce_norm.cu, with the
  * CPU kernels' semantics (backend/cpu/reduce_norm.c). */
 #include <string.h>
 
@@ -115,4 +115,27 @@ cinfer_status cuda_red_run_group_norm(cuda_exec *x, const graph_node *n, const t
                                       int num_out) {
     (void)num_out;
     return run_seg_norm(x, n, in, num_in, out);
+}
+
+/* ---- LRN ---- */
+
+/* LRN (reduce_compute_lrn): across the channels of x [batch, channels, spatial...], out of place. */
+cinfer_status cuda_red_run_lrn(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
+                               int num_out) {
+    (void)num_in;
+    (void)num_out;
+    cinfer_dtype dt = in[0].dtype;
+    if (!cuda_red_is_float(dt)) return cuda_unsupported_dtype(n, dt);
+    if (out[0].dtype != dt)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': output has dtype %s, expected %s", n->name,
+                          cinfer_dtype_name(out[0].dtype), cinfer_dtype_name(dt));
+    reduce_lrn p;
+    CINFER_TRY(reduce_compute_lrn(n, &in[0], &p));
+    if (p.batch * p.channels * p.spatial == 0) return CINFER_OK;
+    if (out[0].data == in[0].data) /* a channel's output reads its neighbours' inputs */
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': the output may not share the input's buffer",
+                          n->name);
+    return cuda_check_launch(n, n->op_type,
+                             cuda_reduce_lrn(dt, in[0].data, out[0].data, p.batch, p.channels, p.spatial, p.size,
+                                             p.alpha, p.beta, p.bias, x->stream));
 }
