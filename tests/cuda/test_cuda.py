@@ -936,3 +936,19 @@ def test_lookup_concat_index_out_of_range_fails_on_the_gpu_as_on_the_cpu(lib, gp
         assert e.value.status == 1 and "LookupConcat node '" in e.value.message and "out of range" in e.value.message, (
             e.value)
     np.testing.assert_array_equal(gpu.run(good)[0], cpu.run(good)[0])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("shape,size", [((2, 96, 27, 27), 5), ((3, 8, 5, 7), 4), ((2, 4, 33), 9), ((5, 6), 1)])
+def test_lrn_kernel_matches_the_cpu(lib, gpus, shape, size, precision):
+    """LRN (kernels/reduce_norm.cu lrn_kernel) against the CPU kernel at the same precision: an AlexNet-sized window,
+    an even one (one channel more after c than before), one wider than the channels, size 1, ranks 2 to 4."""
+    need_gpu(gpus)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit"))
+    from test_lrn import lrn_model
+    m = lrn_model(shape, size=size, alpha=0.05, beta=0.75, bias=1.0).SerializeToString()
+    feeds = {"x": (np.random.default_rng(7).standard_normal(shape) * 3).astype(np.float32)}
+    want = Session(lib, m, device="cpu", options={"precision": precision}).run(feeds)[0]
+    got = Session(lib, m, device="cuda:0", options={"precision": precision}).run(feeds)[0]
+    tol = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}[precision]  # float32 math on both; one half rounding apart
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
