@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "onnx.pb-c.h"
+#include "onnx/contrib_ops.h"
 
 #define MIN_OPSET 13
 
@@ -399,6 +400,7 @@ cinfer_status onnx_load_graph(const void *bytes, size_t size, const char *base_d
                           "not a valid ONNX protobuf (%zu bytes could not be decoded: truncated or corrupt file?)", size);
     graph *g = graph_create();
     cinfer_status st = g ? build_graph(mp, base_dir, g) : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == CINFER_OK) st = onnx_lower_contrib_ops(g); /* com.microsoft nodes -> default-domain ones */
     onnx__model_proto__free_unpacked(mp, NULL);
     if (st != CINFER_OK) {
         graph_free(g);
