@@ -1335,6 +1335,17 @@ const char *cinfer_session_host_node(const cinfer_session *session, size_t index
     return NULL;
 }
 
+size_t cinfer_session_num_fallback_nodes(const cinfer_session *session) {
+    return session ? session->num_cpu_fallback : 0;
+}
+
+const char *cinfer_session_fallback_node(const cinfer_session *session, size_t index) {
+    if (!session || !session->cpu_fallback) return NULL;
+    for (int i = 0; i < session->graph->num_nodes; i++)
+        if (session->cpu_fallback[i] && index-- == 0) return session->graph->nodes[i].name;
+    return NULL;
+}
+
 cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index, const char **node_name,
                                           const char **op_type, double *total_ms, uint64_t *calls) {
     if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_node_profile: session is NULL");
