@@ -113,6 +113,8 @@ class Library:
         L.cinfer_num_session_options.restype = ctypes.c_size_t
         L.cinfer_session_option_info.argtypes = [ctypes.c_size_t, ctypes.POINTER(OptionInfo)]
         L.cinfer_session_last_run_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(RunStats)]
+        L.cinfer_session_num_host_nodes.argtypes = [ctypes.c_void_p]
+        L.cinfer_session_num_host_nodes.restype = ctypes.c_size_t
         L.cinfer_session_num_fallback_nodes.argtypes = [ctypes.c_void_p]
         L.cinfer_session_num_fallback_nodes.restype = ctypes.c_size_t
         L.cinfer_session_fallback_node.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
