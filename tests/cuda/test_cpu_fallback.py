@@ -5,6 +5,7 @@ gives the CPU session's outputs bitwise (the models keep their float values exac
 Add, Mul, Gather and sums), names exactly the fallback nodes, and counts the plans that hold them in
 graph_fallbacks."""
 import pathlib
+import subprocess
 import sys
 
 import numpy as np
@@ -164,3 +165,17 @@ def test_zero_counts_between_cuda_ops(lib, gpus):
     for (data, feeds, fallback), want in zip(cases, wants):
         check_cuda_matches(lib, data, feeds * 3, want * 3, fallback)
 
+
+def test_inspect_lists_fallback_nodes(cli, gpus, tmp_path):
+    """`cinfer inspect --device cuda` names the nodes the CUDA session runs on the CPU; on the CPU there are none."""
+    model = tmp_path / "nonzero_unique.onnx"
+    model.write_bytes(nonzero_unique_model())
+    label = "nodes run on the CPU (no kernel on the device)"
+    r = subprocess.run([cli, "inspect", str(model)], capture_output=True, text=True)
+    assert r.returncode == 0 and "host-evaluated shape nodes: 0" in r.stdout, r.stdout + r.stderr
+    assert label not in r.stdout
+    need_gpu(gpus)
+    r = subprocess.run([cli, "inspect", str(model), "--device", "cuda"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"{label}: 2 (nonzero, unique)" in r.stdout, r.stdout
+    assert r.stderr.count("NonZero 'nonzero', Unique 'unique'") == 1, r.stderr  # the session's note, once
