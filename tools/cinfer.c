@@ -21,7 +21,7 @@ static void usage(FILE *f) {
             "usage:\n"
             "  cinfer run MODEL.onnx --input NAME=FILE.npy [...] --output-dir DIR [--device cpu|cuda[:N]] [--threads N]\n"
             "             [--precision P] [--deterministic] [--option KEY=VALUE ...] [--timings]\n"
-            "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...]\n"
+            "  cinfer inspect MODEL.onnx [--batch N] [--dim NAME=VALUE ...] [--device cpu|cuda[:N]]\n"
             "  cinfer ops\n"
             "  cinfer bench MODEL.onnx [--batch N] [--iters K] [--warmup W] [--threads N] [--device cpu|cuda[:N]]\n"
             "               [--dim NAME=VALUE ...] [--int-high N] [--input NAME=FILE.npy ...] [--profile]\n"
@@ -574,6 +574,13 @@ done:;
     return rc;
 }
 
+/* "label: N (name, name, ...)", the names from one of the session's node lists. */
+static void print_node_list(const char *label, const cinfer_session *session, size_t count,
+                            const char *(*node)(const cinfer_session *, size_t)) {
+    printf("%s: %zu%s", label, count, count ? " (" : "\n");
+    for (size_t i = 0; i < count; i++) printf("%s%s", node(session, i), i + 1 < count ? ", " : ")\n");
+}
+
 static int cmd_inspect(const cli_options *o) {
     cinfer_model *model;
     cinfer_session *session;
@@ -623,9 +630,11 @@ static int cmd_inspect(const cli_options *o) {
         printf("  %-24s %zu\n", op, count);
     }
     printf("parameters: %zu (%.2f MiB)\n", st.num_parameters, st.parameter_bytes / 1048576.0);
-    size_t host = cinfer_session_num_host_nodes(session);
-    printf("host-evaluated shape nodes: %zu%s", host, host ? " (" : "\n");
-    for (size_t i = 0; i < host; i++) printf("%s%s", cinfer_session_host_node(session, i), i + 1 < host ? ", " : ")\n");
+    print_node_list("host-evaluated shape nodes", session, cinfer_session_num_host_nodes(session),
+                    cinfer_session_host_node);
+    size_t fallback = cinfer_session_num_fallback_nodes(session);
+    if (fallback) print_node_list("nodes run on the CPU (no kernel on the device)", session, fallback,
+                                  cinfer_session_fallback_node);
     size_t arena;
     if (cinfer_session_plan_memory(session, inputs, ni, &arena) == CINFER_OK)
         printf("planned activation memory at %s: %zu bytes (%.2f MiB)\n", batch_text(measured_batch(model, inputs), false), arena,

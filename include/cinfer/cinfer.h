@@ -228,6 +228,13 @@ CINFER_API cinfer_status cinfer_session_plan_memory(cinfer_session *session, con
 CINFER_API size_t cinfer_session_num_host_nodes(const cinfer_session *session);
 CINFER_API const char *cinfer_session_host_node(const cinfer_session *session, size_t index);
 
+/* Device sessions: the nodes whose op the device has no kernel for, which run on the CPU kernels inside the session
+ * (their inputs copied to the host and their outputs back, as onnxruntime does; listed once on stderr when the
+ * session is made), one name per call in execution order; 0 and NULL on CPU sessions. A plan holding such a node
+ * runs without a CUDA graph (counted in cinfer_run_stats.graph_fallbacks). */
+CINFER_API size_t cinfer_session_num_fallback_nodes(const cinfer_session *session);
+CINFER_API const char *cinfer_session_fallback_node(const cinfer_session *session, size_t index);
+
 /* Profile of node `index` (0 <= index < cinfer_model_stats.num_nodes, in execution order) summed over the
  * runs so far: its name, op type, total milliseconds and number of executions (0 for nodes evaluated on the
  * host while planning). Needs the session option profile=1. */

@@ -25,6 +25,12 @@ enum {
                                      Unsqueeze, Flatten): the planner may alias when input 0 dies here */
     OP_FLAG_POINTWISE = 1u << 3,  /* output element i depends only on element i of each (broadcast) input: a run
                                      splits into runs over element ranges (session chunked copies) */
+    OP_FLAG_DATA_DEPENDENT = 1u << 4, /* output shapes follow input *values* computed at run time (NonZero, Unique,
+                                         Compress, NonMaxSuppression): infer gives an upper bound of every output's
+                                         dims (the rank is exact); the kernel writes each output's actual dims into
+                                         out[k].ndim/dims (each at most the bound), its data packed row-major at the
+                                         start of the buffer. A plan stops at such a node (docs/engine.md "Data-
+                                         dependent shapes") */
 };
 
 typedef struct op_schema {

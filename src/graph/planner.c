@@ -84,6 +84,11 @@ static size_t block_size(const tensor *t) {
 
 cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
                                 int64_t *offsets, size_t *arena_bytes) {
+    return graph_plan_memory_kept(g, node_runs, shapes, in_arena, NULL, offsets, arena_bytes);
+}
+
+cinfer_status graph_plan_memory_kept(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
+                                     const bool *kept, int64_t *offsets, size_t *arena_bytes) {
     /* Values may share a block: an alias op's output (Reshape, Squeeze, Unsqueeze, Flatten) is a view of its input,
      * and an in-place op's output takes its input's block when that input's last read is here. A block is freed
      * when every value on it has been read for the last time: owner[v] names the value whose block v uses, and
@@ -109,7 +114,8 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const ten
         for (int k = 0; k < g->nodes[i].num_inputs; k++)
             if (g->nodes[i].inputs[k] >= 0) remaining[g->nodes[i].inputs[k]]++;
     }
-    for (int v = 0; v < nv; v++) block_reads[v] = remaining[v];
+    /* a kept value counts one read that never comes: its block is never freed nor written in place */
+    for (int v = 0; v < nv; v++) block_reads[v] = remaining[v] + (kept && kept[v]);
     for (int i = 0; i < g->num_nodes; i++) {
         if (!node_runs[i]) continue;
         const graph_node *n = &g->nodes[i];
@@ -133,7 +139,7 @@ cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const ten
             if (k == 0 && share >= 0) {
                 offsets[o] = offsets[share];
                 owner[o] = owner[share];
-                block_reads[owner[o]] += remaining[o];
+                block_reads[owner[o]] += remaining[o] + (kept && kept[o]);
                 continue;
             }
             offsets[o] = (int64_t)list_alloc(&fl, block_size(&shapes[o]));

@@ -16,6 +16,11 @@
 cinfer_status graph_plan_memory(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
                                 int64_t *offsets, size_t *arena_bytes);
 
+/* graph_plan_memory where kept[v] (may be NULL) marks arena values that must outlive the nodes that run: their blocks
+ * are never freed or written in place (a staged plan's values that later stages read, its model outputs). */
+cinfer_status graph_plan_memory_kept(const graph *g, const bool *node_runs, const tensor *shapes, const bool *in_arena,
+                                     const bool *kept, int64_t *offsets, size_t *arena_bytes);
+
 /* Debugging layout: every arena value gets its own block with `guard_bytes` (rounded up to the alignment) of
  * guard space before and after it, nothing is reused or written in place. The runtime fills the arena with a
  * pattern before a run and checks the guards after it, so an out-of-bounds write names its value. */

@@ -6,7 +6,8 @@
  * plan is (shape subgraphs evaluated on the host), at four probe sizes of its dynamic input dims (probe_size). A
  * dim of one size in every probe that reached it is static; one that follows a named input dim in every probe takes
  * its name; any other (batch * seq, say) is dynamic and unnamed; a rank that differs between probes is unknown.
- * Values no probe pair reached (a node the first sizes fail) keep what the file said.
+ * Values no probe pair reached (a node the first sizes fail, or one after a data-dependent node such as NonZero, whose
+ * output shapes follow values computed at run time) keep what the file said.
  *
  * This samples the sizes rather than proving a rule for all of them: shape arithmetic that only sizes outside the
  * probes reveal (a clamp at 2000) would be missed. The probes cover the forms exporters write (dims copied through
@@ -79,6 +80,9 @@ static void probe_free(const graph *g, probe *p) {
  * cannot be at these sizes: an input unknown, a shape error, a host input without data. */
 static bool probe_node(const graph *g, const graph_node *n, probe *p) {
     tensor in[GRAPH_MAX_NODE_IO], out[GRAPH_MAX_NODE_IO];
+    /* a data-dependent node's outputs (NonZero...) have shapes no probe size decides: they and what follows from
+     * them stay as the file describes them; evaluated on the host, its kernel gives the actual shape */
+    if ((n->schema->flags & OP_FLAG_DATA_DEPENDENT) && !n->host_eval) return false;
     for (int k = 0; k < n->num_inputs; k++) {
         int v = n->inputs[k];
         if (v < 0) {

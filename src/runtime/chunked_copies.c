@@ -88,7 +88,7 @@ static cinfer_status build_chunk_plan(cinfer_session *s, const plan *whole, int6
     unsigned char *signature = malloc(1); /* chunk plans live in their whole plan, never in the cache */
     if (!signature) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     plan *c;
-    CINFER_TRY(session_build_plan(s, bound, signature, 0, false, &c));
+    CINFER_TRY(session_build_plan(s, bound, signature, 0, false, NULL, &c));
     if (c->io_block) s->backend->iface->release(s->backend, c->io_block); /* inputs and outputs only: pointwise */
     c->io_block = NULL;
     c->io_bytes = 0;

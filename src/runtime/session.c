@@ -29,6 +29,8 @@ static double monotonic_seconds(void) {
 
 void session_plan_free(cinfer_session *s, plan *p) {
     if (!p) return;
+    for (int c = 0; c < PLAN_STAGE_CHILDREN; c++) session_plan_free(s, p->children[c]);
+    free(p->external);
     chunks_free(s, p);
     if (p->host_owned)
         for (int v = 0; v < s->graph->num_values; v++) core_aligned_free(p->host_owned[v]);
@@ -86,7 +88,7 @@ static cinfer_status check_capacity(cinfer_session *s, const session_options *op
     }
     CINFER_TRY(bind_inputs(g, shapes, (size_t)g->num_inputs, false, bound));
     plan *p;
-    CINFER_TRY(session_build_plan(s, bound, NULL, 0, true, &p));
+    CINFER_TRY(session_build_plan(s, bound, NULL, 0, true, NULL, &p));
     size_t run_bytes = p->arena_bytes;
     for (int i = 0; i < g->num_inputs; i++) run_bytes += tensor_nbytes(&p->values[g->inputs[i]]);
     for (int k = 0; k < g->num_outputs; k++) run_bytes += tensor_nbytes(&p->values[g->outputs[k]]);
@@ -106,20 +108,30 @@ static cinfer_status check_capacity(cinfer_session *s, const session_options *op
 }
 
 /* Every node that runs on the backend (not the host-evaluated shape nodes) must have a kernel there; names
- * every missing op with its first node at once. */
-static cinfer_status check_backend_ops(cinfer_session *s) {
+ * every missing op with its first node at once. A device backend's missing nodes run on the CPU kernels instead
+ * (cpu_fallback, as onnxruntime does), when the CPU has them: those are listed once on stderr. */
+static cinfer_status check_backend_ops(cinfer_session *s, int threads) {
     const graph *g = s->graph;
+    backend *b = s->backend;
     char missing[1024];
     size_t used = 0;
     int count = 0;
     missing[0] = '\0';
+    bool device = !b->iface->host_memory;
     for (int i = 0; i < g->num_nodes; i++) {
         const graph_node *n = &g->nodes[i];
-        if (n->host_eval || s->backend->iface->supports_op(s->backend, n)) continue;
+        if (n->host_eval || b->iface->supports_op(b, n)) continue;
+        if (device && backend_cpu_has_op(n->op_type)) {
+            if (!s->cpu_fallback && !(s->cpu_fallback = calloc((size_t)g->num_nodes, sizeof(bool))))
+                return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+            s->cpu_fallback[i] = true;
+            s->num_cpu_fallback++;
+            continue;
+        }
         bool seen = false;
         for (int j = 0; j < i && !seen; j++)
             seen = !g->nodes[j].host_eval && strcmp(g->nodes[j].op_type, n->op_type) == 0 &&
-                   !s->backend->iface->supports_op(s->backend, &g->nodes[j]);
+                   !b->iface->supports_op(b, &g->nodes[j]);
         if (seen) continue;
         count++;
         if (used < sizeof missing - 80)
@@ -128,7 +140,35 @@ static cinfer_status check_backend_ops(cinfer_session *s) {
     }
     if (count)
         return core_error(CINFER_ERR_UNSUPPORTED, "the %s backend has no kernel for %d op type%s of this model: %s",
-                          s->backend->iface->name, count, count > 1 ? "s" : "", missing);
+                          b->iface->name, count, count > 1 ? "s" : "", missing);
+    if (!s->num_cpu_fallback) return CINFER_OK;
+    CINFER_TRY(backend_cpu_create(threads, &s->host_backend));
+    used = 0;
+    size_t listed = 0;
+    for (int i = 0; i < g->num_nodes && used < sizeof missing - 80; i++)
+        if (s->cpu_fallback[i])
+            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s '%s'", listed++ ? ", " : "",
+                                     g->nodes[i].op_type, g->nodes[i].name);
+    fprintf(stderr, "cinfer: model '%s' on %s: %zu node%s without a %s kernel run on the CPU (inputs copied to the host, "
+            "outputs back; the plans that hold them run without CUDA graphs): %s%s\n",
+            g->name && g->name[0] ? g->name : "?", b->iface->name, s->num_cpu_fallback,
+            s->num_cpu_fallback > 1 ? "s" : "", b->iface->name, missing, listed < s->num_cpu_fallback ? ", ..." : "");
+    return CINFER_OK;
+}
+
+/* Data-dependent shapes: the nodes with OP_FLAG_DATA_DEPENDENT that run on the backend end the stages of a run
+ * (host-evaluated ones are run while planning, where their actual shapes are read at once). */
+static cinfer_status find_stage_ends(cinfer_session *s) {
+    const graph *g = s->graph;
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->host_eval || !(n->schema->flags & OP_FLAG_DATA_DEPENDENT)) continue;
+        if (!s->stage_ends && !(s->stage_ends = malloc(sizeof(int) * (size_t)g->num_nodes)))
+            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        s->stage_ends[s->num_stage_ends++] = i;
+    }
+    if (s->num_stage_ends && !(s->run_values = calloc((size_t)g->num_values, sizeof(tensor))))
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     return CINFER_OK;
 }
 
@@ -190,7 +230,8 @@ cinfer_status cinfer_session_create(const cinfer_model *model, const char *devic
         return st;
     }
     fault_backend_wrap(&s->backend, run_graph); /* test-only fault points, off unless CINFER_FAULT_INJECTION=1 */
-    st = check_backend_ops(s);
+    st = check_backend_ops(s, (int)opts.threads);
+    if (st == CINFER_OK) st = find_stage_ends(s);
     if (st == CINFER_OK && opts.timeline) {
         backend *b = s->backend;
         st = b->iface->timeline_enable ? b->iface->timeline_enable(b)
@@ -210,6 +251,11 @@ void cinfer_session_free(cinfer_session *session) {
     if (!session) return;
     for (int i = 0; i < PLAN_CACHE_SIZE; i++) session_plan_free(session, session->plans[i]);
     if (session->backend) session->backend->iface->free(session->backend);
+    if (session->host_backend) session->host_backend->iface->free(session->host_backend);
+    free(session->cpu_fallback);
+    core_aligned_free(session->fallback_host);
+    free(session->stage_ends);
+    free(session->run_values);
     free(session->node_seconds);
     free(session->node_calls);
     free(session->signature);
@@ -360,7 +406,8 @@ static cinfer_status bind_device_values(cinfer_session *s, plan *p) {
         }
         bool produced_on_device = gv->producer >= 0 && p->node_runs[gv->producer];
         if (p->host_owned[v]) t->host_data = p->host_owned[v];
-        bool needs_slot = (p->host_owned[v] && read_on_device[v]) || (gv->kind == VALUE_INPUT && !gv->value_needed) ||
+        bool needs_slot = (p->host_owned[v] && read_on_device[v]) ||
+                          (gv->kind == VALUE_INPUT && !gv->value_needed && p->stage == 0) ||
                           (gv->is_output && produced_on_device && p->offsets[v] < 0);
         if (!needs_slot) {
             if (p->host_owned[v]) t->data = NULL; /* host-only: nothing on the device reads it */
@@ -408,12 +455,61 @@ static bool caller_binding_pays(const graph *g, const plan *p) {
     return copy_bytes >= nodes * CALLER_BIND_BYTES_PER_NODE;
 }
 
+/* ---- data-dependent shapes: stage keys ---- */
+
+/* A stage's key: the actual output shapes of the node that ended the stage before (its ndim, then its dims, per
+ * output), serialised into buf (NULL: only measured). Returns the length. */
+static size_t stage_key(const graph_node *n, const tensor *values, unsigned char *buf) {
+    size_t len = 0;
+    for (int k = 0; k < n->num_outputs; k++) {
+        int ndim = n->outputs[k] >= 0 ? values[n->outputs[k]].ndim : 0;
+        if (buf) {
+            memcpy(buf + len, &ndim, sizeof ndim);
+            if (ndim) memcpy(buf + len + sizeof ndim, values[n->outputs[k]].dims, sizeof(int64_t) * (size_t)ndim);
+        }
+        len += sizeof ndim + sizeof(int64_t) * (size_t)ndim;
+    }
+    return len;
+}
+
+/* Node i ended stage j < the stage being planned: its outputs take the actual shapes in the key of stage j + 1 (the
+ * plan being built, p, or one of its ancestors), each checked against the schema's bound in outs. */
+static cinfer_status apply_stage_key(const cinfer_session *s, const plan *p, int j, const graph_node *n, tensor *outs) {
+    const plan *keyed = p;
+    while (keyed && keyed->stage != j + 1) keyed = keyed->parent;
+    CINFER_ASSERT(keyed != NULL);
+    const unsigned char *key = keyed->signature;
+    size_t at = 0;
+    for (int k = 0; k < n->num_outputs; k++) {
+        int ndim;
+        memcpy(&ndim, key + at, sizeof ndim);
+        at += sizeof ndim;
+        if (n->outputs[k] < 0) {
+            at += sizeof(int64_t) * (size_t)ndim;
+            continue;
+        }
+        bool fits = ndim == outs[k].ndim;
+        for (int d = 0; fits && d < ndim; d++) {
+            int64_t dim;
+            memcpy(&dim, key + at + sizeof(int64_t) * (size_t)d, sizeof dim);
+            fits = dim >= 0 && dim <= outs[k].dims[d];
+            outs[k].dims[d] = dim;
+        }
+        at += sizeof(int64_t) * (size_t)ndim;
+        if (!fits)
+            return core_error(CINFER_ERR_RUNTIME, "%s node '%s': the kernel reported output %d of a shape beyond the "
+                              "schema's bound", n->op_type, n->name, k);
+    }
+    (void)s;
+    return CINFER_OK;
+}
+
 cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
-                                 size_t signature_len, bool dry, plan **out) {
+                                 size_t signature_len, bool dry, const plan *parent, plan **out) {
     const graph *g = s->graph;
     int nv = g->num_values;
     plan *p = calloc(1, sizeof *p);
-    bool *in_arena = NULL;
+    bool *in_arena = NULL, *kept = NULL;
     cinfer_status st = CINFER_OK;
     if (!p) {
         free(signature);
@@ -421,12 +517,20 @@ cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound,
     }
     p->signature = signature;
     p->signature_len = signature_len;
+    p->parent = parent;
+    /* the node range this plan runs: the whole graph, or its stage (dry plans size the whole graph at the bounds) */
+    bool staged = s->num_stage_ends > 0 && !dry;
+    p->stage = parent ? parent->stage + 1 : 0;
+    p->stage_begin = parent ? parent->stage_end + 1 : 0;
+    p->stage_end = staged && p->stage < s->num_stage_ends ? s->stage_ends[p->stage] : g->num_nodes - 1;
     p->values = calloc((size_t)(nv ? nv : 1), sizeof(tensor));
     p->offsets = calloc((size_t)(nv ? nv : 1), sizeof(int64_t));
     p->host_owned = calloc((size_t)(nv ? nv : 1), sizeof(void *));
     p->node_runs = calloc((size_t)(g->num_nodes ? g->num_nodes : 1), sizeof(bool));
+    p->external = calloc((size_t)(nv ? nv : 1), sizeof(int));
     in_arena = calloc((size_t)(nv ? nv : 1), sizeof(bool));
-    if (!p->values || !p->offsets || !p->host_owned || !p->node_runs || !in_arena) {
+    kept = calloc((size_t)(nv ? nv : 1), sizeof(bool));
+    if (!p->values || !p->offsets || !p->host_owned || !p->node_runs || !p->external || !in_arena || !kept) {
         st = core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while planning");
         goto fail;
     }
@@ -448,10 +552,13 @@ cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound,
             }
             if (tensor_nbytes(t)) memcpy(p->host_owned[v], bound[i]->data, tensor_nbytes(t));
             t->data = p->host_owned[v];
+        } else if (p->stage > 0) {
+            p->external[p->num_external++] = v; /* stage 0 holds the run's copy */
         }
     }
-    /* shapes, in order; shape subgraphs evaluated on the host as we go */
-    for (int i = 0; i < g->num_nodes; i++) {
+    /* shapes, in order up to the stage's end; shape subgraphs evaluated on the host as we go */
+    int stage_of_node = 0; /* the stage node i belongs to */
+    for (int i = 0; i <= p->stage_end; i++) {
         const graph_node *n = &g->nodes[i];
         tensor in[GRAPH_MAX_NODE_IO], outs[GRAPH_MAX_NODE_IO];
         for (int k = 0; k < n->num_inputs; k++) {
@@ -464,6 +571,11 @@ cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound,
         memset(outs, 0, sizeof(tensor) * (size_t)n->num_outputs);
         st = n->schema->infer(n, in, n->num_inputs, outs, n->num_outputs);
         if (st != CINFER_OK) goto fail;
+        bool ends_stage = staged && stage_of_node < s->num_stage_ends && s->stage_ends[stage_of_node] == i;
+        if (ends_stage && stage_of_node < p->stage) { /* an earlier stage's end: its actual shapes */
+            st = apply_stage_key(s, p, stage_of_node, n, outs);
+            if (st != CINFER_OK) goto fail;
+        }
         for (int k = 0; k < n->num_outputs; k++) {
             if (outs[k].ndim > CINFER_MAX_DIMS || outs[k].ndim < 0) {
                 st = core_error(CINFER_ERR_UNSUPPORTED, "%s node '%s': output %d has rank %d", n->op_type, n->name, k, outs[k].ndim);
@@ -501,30 +613,47 @@ cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound,
                 }
             }
             st = backend_cpu_run_node(n, in, n->num_inputs, outs, n->num_outputs);
-            for (int k = 0; k < n->num_outputs; k++)
+            for (int k = 0; k < n->num_outputs; k++) {
                 if (n->outputs[k] < 0) core_aligned_free(outs[k].data);
+                else if (n->schema->flags & OP_FLAG_DATA_DEPENDENT) { /* the kernel wrote the actual shape */
+                    p->values[n->outputs[k]].ndim = outs[k].ndim;
+                    memcpy(p->values[n->outputs[k]].dims, outs[k].dims, sizeof outs[k].dims);
+                }
+            }
             if (st != CINFER_OK) goto fail;
-        } else {
+        } else if (i >= p->stage_begin) {
             p->node_runs[i] = true;
+            /* a node on the CPU (cpu_fallback) or one that ends a stage needs the host mid-run: no CUDA graph */
+            if ((s->cpu_fallback && s->cpu_fallback[i]) || ends_stage) p->graph_impossible = true;
+        } else {
+            for (int k = 0; k < n->num_outputs; k++)
+                if (n->outputs[k] >= 0) p->external[p->num_external++] = n->outputs[k];
         }
+        if (ends_stage) stage_of_node++;
     }
-    /* memory: intermediates of nodes that run go to the arena; model outputs get their own buffers */
-    for (int i = 0; i < g->num_nodes; i++) {
+    /* memory: intermediates of nodes that run go to the arena; model outputs get their own buffers, except in staged
+     * runs, where outputs (copied out at the end) and values later stages read stay in the arena, kept */
+    for (int i = p->stage_begin; i <= p->stage_end; i++) {
         if (!p->node_runs[i]) continue;
         const graph_node *n = &g->nodes[i];
         for (int k = 0; k < n->num_outputs; k++) {
             int v = n->outputs[k];
             if (v < 0) continue;
-            in_arena[v] = !g->values[v].is_output || s->guard_bytes; /* guarded: outputs are checked too */
+            in_arena[v] = !g->values[v].is_output || s->guard_bytes || staged; /* guarded: outputs are checked too */
+            kept[v] = staged && g->values[v].is_output;
         }
     }
+    for (int i = p->stage_end + 1; staged && i < g->num_nodes; i++)
+        for (int k = 0; k < g->nodes[i].num_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0 && in_arena[g->nodes[i].inputs[k]]) kept[g->nodes[i].inputs[k]] = true;
     if (s->guard_bytes)
         st = graph_plan_memory_guarded(g, p->node_runs, p->values, in_arena, s->guard_bytes, p->offsets, &p->arena_bytes);
     else
-        st = graph_plan_memory(g, p->node_runs, p->values, in_arena, p->offsets, &p->arena_bytes);
+        st = graph_plan_memory_kept(g, p->node_runs, p->values, in_arena, kept, p->offsets, &p->arena_bytes);
     if (st != CINFER_OK) goto fail;
     if (dry) {
         free(in_arena);
+        free(kept);
         *out = p;
         return CINFER_OK;
     }
@@ -535,13 +664,16 @@ cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound,
     if (!s->backend->iface->host_memory) {
         st = bind_device_values(s, p);
         if (st != CINFER_OK) goto fail;
-        p->caller_binding_pays = caller_binding_pays(g, p);
+        p->caller_binding_pays = !staged && caller_binding_pays(g, p);
     }
+    if (p->graph_impossible && s->cuda_graphs && s->backend->iface->graph_begin) s->graph_fallbacks++;
     free(in_arena);
+    free(kept);
     *out = p;
     return CINFER_OK;
 fail:
     free(in_arena);
+    free(kept);
     session_plan_free(s, p);
     return st;
 }
@@ -568,7 +700,7 @@ static cinfer_status find_or_build_plan(cinfer_session *s, const cinfer_tensor *
     if (!own) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
     if (len) memcpy(own, sig, len);
     plan *p;
-    CINFER_TRY(session_build_plan(s, bound, own, len, false, &p));
+    CINFER_TRY(session_build_plan(s, bound, own, len, false, NULL, &p));
     int slot = free_slot >= 0 ? free_slot : oldest;
     session_plan_free(s, s->plans[slot]);
     s->plans[slot] = p;
@@ -681,7 +813,64 @@ static cinfer_status bind_host_inputs(cinfer_session *s, plan *p, const cinfer_t
     return CINFER_OK;
 }
 
-/* Runs the plan's backend nodes in order. */
+/* cpu_fallback: node n of a device session on the CPU kernels. Its inputs come to the host (values the host
+ * knows, constants and shape values, are read from their host copies), it runs on the session's CPU backend, and
+ * its outputs go back to their device buffers; a data-dependent node's actual dims are passed on in out. The
+ * device is synchronised once per such node (its producers must have finished); the uploads are staged, so the
+ * host buffer is free for the next such node at once. */
+static cinfer_status run_node_on_cpu(cinfer_session *s, const graph_node *n, const tensor *in, tensor *out) {
+    backend *b = s->backend;
+    size_t need = 0;
+    for (int k = 0; k < n->num_inputs; k++)
+        if (in[k].dtype != CINFER_DTYPE_UNDEFINED && !in[k].host_data) need += (tensor_nbytes(&in[k]) + 63) & ~(size_t)63;
+    for (int k = 0; k < n->num_outputs; k++)
+        if (out[k].data) need += (tensor_nbytes(&out[k]) + 63) & ~(size_t)63;
+    if (need + 64 > s->fallback_host_bytes) {
+        void *grown = core_aligned_alloc(need + 64);
+        if (!grown)
+            return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s' (run on the CPU): cannot allocate %zu host bytes",
+                              n->op_type, n->name, need + 64);
+        core_aligned_free(s->fallback_host);
+        s->fallback_host = grown;
+        s->fallback_host_bytes = need + 64;
+    }
+    tensor hin[GRAPH_MAX_NODE_IO], hout[GRAPH_MAX_NODE_IO];
+    char *cursor = s->fallback_host;
+    for (int k = 0; k < n->num_inputs; k++) {
+        hin[k] = in[k];
+        hin[k].host_data = NULL;
+        if (in[k].dtype == CINFER_DTYPE_UNDEFINED) {
+            hin[k].data = NULL;
+        } else if (in[k].host_data) {
+            hin[k].data = (void *)in[k].host_data;
+        } else {
+            size_t nb = tensor_nbytes(&in[k]);
+            hin[k].data = cursor;
+            if (nb) CINFER_TRY(b->iface->copy_to_host(b, cursor, in[k].data, nb));
+            cursor += (nb + 63) & ~(size_t)63;
+        }
+    }
+    if (b->iface->synchronize) CINFER_TRY(b->iface->synchronize(b));
+    for (int k = 0; k < n->num_outputs; k++) {
+        hout[k] = out[k];
+        hout[k].host_data = NULL;
+        if (!out[k].data) continue;
+        hout[k].data = cursor;
+        cursor += (tensor_nbytes(&out[k]) + 63) & ~(size_t)63;
+    }
+    CINFER_TRY(s->host_backend->iface->run_node(s->host_backend, n, hin, n->num_inputs, hout, n->num_outputs));
+    for (int k = 0; k < n->num_outputs; k++) {
+        if (!out[k].data) continue;
+        size_t nb = tensor_nbytes(&hout[k]); /* a data-dependent output's actual size */
+        if (nb) CINFER_TRY(b->iface->copy_to_device(b, out[k].data, hout[k].data, nb));
+        out[k].ndim = hout[k].ndim;
+        memcpy(out[k].dims, hout[k].dims, sizeof out[k].dims);
+    }
+    return CINFER_OK;
+}
+
+/* Runs the plan's backend nodes in order (cpu_fallback nodes on the CPU). In a staged run, a data-dependent node's
+ * actual output dims (which its kernel wrote into out) go to session.run_values. */
 static cinfer_status run_nodes(cinfer_session *session, plan *p) {
     const graph *g = session->graph;
     backend *b = session->backend;
@@ -699,7 +888,15 @@ static cinfer_status run_nodes(cinfer_session *session, plan *p) {
             else out[k] = p->values[n->outputs[k]];
         }
         double t0 = session->profile ? monotonic_seconds() : 0;
-        CINFER_TRY(b->iface->run_node(b, n, in, n->num_inputs, out, n->num_outputs));
+        if (session->cpu_fallback && session->cpu_fallback[i]) CINFER_TRY(run_node_on_cpu(session, n, in, out));
+        else CINFER_TRY(b->iface->run_node(b, n, in, n->num_inputs, out, n->num_outputs));
+        if (session->run_values && (n->schema->flags & OP_FLAG_DATA_DEPENDENT))
+            for (int k = 0; k < n->num_outputs; k++) {
+                if (n->outputs[k] < 0) continue;
+                tensor *actual = &session->run_values[n->outputs[k]];
+                actual->ndim = out[k].ndim;
+                memcpy(actual->dims, out[k].dims, sizeof actual->dims);
+            }
         if (session->profile) {
             if (b->iface->synchronize) CINFER_TRY(b->iface->synchronize(b)); /* time the work, not the launch */
             session->node_seconds[i] += monotonic_seconds() - t0;
@@ -902,6 +1099,115 @@ static cinfer_status run_on_host(cinfer_session *session, plan *p, cinfer_tensor
     return CINFER_OK;
 }
 
+/* ---- data-dependent shapes: staged runs ---- */
+
+/* The plan of the stage after `parent` for the actual shapes the run produced (session.run_values) at the node that
+ * ended parent's stage: a cached child, or a new one in the least recently used slot. */
+static cinfer_status find_or_build_stage(cinfer_session *s, plan *parent, const cinfer_tensor **bound, plan **out) {
+    const graph_node *end = &s->graph->nodes[parent->stage_end];
+    size_t len = stage_key(end, s->run_values, NULL);
+    unsigned char *key = malloc(len ? len : 1);
+    if (!key) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    stage_key(end, s->run_values, key);
+    int slot = -1;
+    for (int c = 0; c < PLAN_STAGE_CHILDREN; c++) {
+        plan *child = parent->children[c];
+        if (child && child->signature_len == len && memcmp(child->signature, key, len) == 0) {
+            free(key);
+            child->last_used = ++s->clock;
+            *out = child;
+            return CINFER_OK;
+        }
+        const plan *chosen = slot >= 0 ? parent->children[slot] : NULL;
+        if (slot < 0 || (chosen && (!child || child->last_used < chosen->last_used))) slot = c; /* empty, else LRU */
+    }
+    plan *child;
+    CINFER_TRY(session_build_plan(s, bound, key, len, false, parent, &child));
+    session_plan_free(s, parent->children[slot]);
+    parent->children[slot] = child;
+    child->last_used = ++s->clock;
+    *out = child;
+    return CINFER_OK;
+}
+
+/* A staged run (graphs with data-dependent nodes on the backend): each stage's plan runs its nodes, the actual
+ * shapes its last node produced pick (or plan) the next stage, and so on; the outputs are allocated at the end, at
+ * their actual shapes, and copied from wherever they were produced. */
+static cinfer_status run_staged(cinfer_session *session, plan *p, const cinfer_tensor **bound, cinfer_tensor *outputs) {
+    const graph *g = session->graph;
+    backend *b = session->backend;
+    bool on_device = !b->iface->host_memory;
+    tensor *produced = session->run_values;
+    memset(produced, 0, sizeof(tensor) * (size_t)g->num_values);
+    if (on_device) {
+        for (int i = 0; i < g->num_inputs; i++) {
+            const tensor *t = &p->values[g->inputs[i]];
+            if (g->values[g->inputs[i]].value_needed || !t->data || !tensor_nbytes(t)) continue;
+            CINFER_TRY(b->iface->copy_to_device(b, t->data, bound[i]->data, tensor_nbytes(t)));
+        }
+    } else {
+        CINFER_TRY(bind_host_inputs(session, p, bound));
+    }
+    for (int i = 0; i < g->num_inputs; i++) produced[g->inputs[i]] = p->values[g->inputs[i]];
+    for (;;) {
+        for (int e = 0; e < p->num_external; e++) p->values[p->external[e]].data = produced[p->external[e]].data;
+        CINFER_TRY(on_device ? session_run_device_nodes(session, p) : run_nodes(session, p));
+        for (int i = p->stage_begin; i <= p->stage_end; i++) {
+            const graph_node *n = &g->nodes[i];
+            if (!p->node_runs[i]) continue;
+            bool actual_dims = (n->schema->flags & OP_FLAG_DATA_DEPENDENT) != 0; /* run_nodes wrote them */
+            for (int k = 0; k < n->num_outputs; k++) {
+                int v = n->outputs[k];
+                if (v < 0) continue;
+                if (!actual_dims) produced[v] = p->values[v];
+                produced[v].dtype = p->values[v].dtype;
+                produced[v].data = p->values[v].data;
+            }
+        }
+        if (p->stage == session->num_stage_ends) break;
+        CINFER_TRY(find_or_build_stage(session, p, bound, &p));
+    }
+    /* outputs: produced ones from the stages' buffers, host-known ones (constants, shape values) from the last
+     * plan's host copies, model inputs from the caller's buffers */
+    cinfer_status st = CINFER_OK;
+    for (int k = 0; k < g->num_outputs; k++) memset(&outputs[k], 0, sizeof outputs[k]);
+    for (int k = 0; k < g->num_outputs && st == CINFER_OK; k++) {
+        int v = g->outputs[k];
+        const graph_value *gv = &g->values[v];
+        bool from_backend = gv->producer >= 0 && !g->nodes[gv->producer].host_eval;
+        const tensor *t = from_backend ? &produced[v] : &p->values[v];
+        const void *host_src = on_device ? t->host_data : t->data;
+        for (int i = 0; i < g->num_inputs; i++)
+            if (g->inputs[i] == v) host_src = bound[i]->data;
+        outputs[k].name = gv->name;
+        outputs[k].dtype = t->dtype;
+        outputs[k].ndim = t->ndim;
+        memcpy(outputs[k].dims, t->dims, sizeof t->dims);
+        size_t nb = tensor_nbytes(t);
+        outputs[k].data = core_aligned_alloc(nb);
+        if (!outputs[k].data) {
+            st = core_error(CINFER_ERR_OUT_OF_MEMORY, "output '%s': cannot allocate %zu bytes", gv->name, nb);
+        } else if (nb && from_backend && on_device) {
+            st = b->iface->copy_to_host(b, outputs[k].data, t->data, nb);
+        } else if (nb) {
+            memcpy(outputs[k].data, from_backend ? t->data : host_src, nb);
+        }
+    }
+    if (st == CINFER_OK && on_device && b->iface->synchronize) st = b->iface->synchronize(b);
+    if (st != CINFER_OK)
+        for (int k = 0; k < g->num_outputs; k++) cinfer_tensor_free_data(&outputs[k]);
+    return st;
+}
+
+/* The first data-dependent node of a staged graph, for errors of the entry points that need output shapes before
+ * the run. */
+static cinfer_status refuse_staged(const cinfer_session *s, const char *fn) {
+    const graph_node *n = &s->graph->nodes[s->stage_ends[0]];
+    return core_error(CINFER_ERR_UNSUPPORTED, "%s: this model's output shapes depend on values computed while it runs "
+                      "(%s node '%s'), so they are known only after the run: use cinfer_session_run", fn, n->op_type,
+                      n->name);
+}
+
 static cinfer_status session_run_entry(cinfer_session *session, const cinfer_tensor *inputs, size_t num_inputs,
                                        cinfer_tensor *outputs, size_t num_outputs, bool caller_outputs) {
     if (!session)
@@ -935,11 +1241,20 @@ static cinfer_status session_run_locked(cinfer_session *session, const cinfer_te
         return core_error(CINFER_ERR_INVALID_ARGUMENT, "%s: room for %zu outputs given, the model has %d", fn,
                           num_outputs, g->num_outputs);
     if (g->num_inputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs");
+    if (session->num_stage_ends && caller_outputs) return refuse_staged(session, fn);
     const cinfer_tensor *bound[256];
     CINFER_TRY(bind_inputs(g, inputs, num_inputs, true, bound));
     plan *p;
     CINFER_TRY(find_or_build_plan(session, bound, &p));
     backend *b = session->backend;
+    if (session->num_stage_ends) {
+        cinfer_status st = b->iface->begin_run ? b->iface->begin_run(b, g->name && g->name[0] ? g->name : "cinfer run")
+                                               : CINFER_OK;
+        if (st == CINFER_OK) st = run_staged(session, p, bound, outputs);
+        if (st != CINFER_OK && b->iface->synchronize) b->iface->synchronize(b);
+        if (b->iface->end_run) b->iface->end_run(b);
+        return st;
+    }
 
     bool on_device = !b->iface->host_memory;
     if (g->num_outputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model outputs");
@@ -1020,6 +1335,17 @@ const char *cinfer_session_host_node(const cinfer_session *session, size_t index
     return NULL;
 }
 
+size_t cinfer_session_num_fallback_nodes(const cinfer_session *session) {
+    return session ? session->num_cpu_fallback : 0;
+}
+
+const char *cinfer_session_fallback_node(const cinfer_session *session, size_t index) {
+    if (!session || !session->cpu_fallback) return NULL;
+    for (int i = 0; i < session->graph->num_nodes; i++)
+        if (session->cpu_fallback[i] && index-- == 0) return session->graph->nodes[i].name;
+    return NULL;
+}
+
 cinfer_status cinfer_session_node_profile(const cinfer_session *session, size_t index, const char **node_name,
                                           const char **op_type, double *total_ms, uint64_t *calls) {
     if (!session) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_session_node_profile: session is NULL");
@@ -1069,6 +1395,8 @@ static cinfer_status bind_device_run(cinfer_session *s, const cinfer_tensor *inp
                                      const cinfer_tensor **bound, plan **p) {
     const graph *g = s->graph;
     if (g->num_inputs > 256 || g->num_outputs > 256) return core_error(CINFER_ERR_UNSUPPORTED, "more than 256 model inputs or outputs");
+    if (s->num_stage_ends)
+        return refuse_staged(s, need_data ? "cinfer_session_run_device" : "cinfer_session_output_info");
     if (need_data)
         for (int i = 0; i < g->num_inputs; i++)
             if (g->values[g->inputs[i]].value_needed)

@@ -20,8 +20,14 @@
 #define CHUNK_IO_BYTES ((size_t)4 << 20)
 #define CHUNK_ALIGN_ELEMENTS 1024
 
+/* Data-dependent shapes (docs/engine.md "Data-dependent shapes"): a graph whose nodes include ones with
+ * OP_FLAG_DATA_DEPENDENT that run on the backend is run in stages, each ending at such a node. Stage 0's plan is
+ * cached by the input signature; the plan of stage k + 1 is a child of the stage-k plan, keyed by the actual output
+ * shapes of the node that ended stage k; a plan keeps its last PLAN_STAGE_CHILDREN children (LRU). */
+#define PLAN_STAGE_CHILDREN 8
+
 typedef struct plan {
-    unsigned char *signature;
+    unsigned char *signature; /* stage 0: the input signature; a later stage: its entry shapes (stage_key) */
     size_t signature_len;
     tensor *values;        /* per value: concrete dtype/dims; data bound per run or fixed (constants, host) */
     int64_t *offsets;      /* arena offset per value or -1 */
@@ -48,6 +54,14 @@ typedef struct plan {
     int64_t *chunk_first;
     int num_chunks;
     bool chunks_checked;
+    /* Staged runs: this plan runs nodes [stage_begin, stage_end] (the whole graph when the graph has no stages);
+     * values produced before stage_begin (and, after stage 0, the model inputs) are `external`: their data is bound
+     * per run from the stages before (session.run_values). */
+    int stage, stage_begin, stage_end;
+    struct plan *children[PLAN_STAGE_CHILDREN];
+    const struct plan *parent;
+    int *external;
+    int num_external;
 } plan;
 
 struct cinfer_session {
@@ -73,14 +87,28 @@ struct cinfer_session {
     size_t guard_host_bytes;
     double *node_seconds;    /* per node, summed over runs (profile only) */
     uint64_t *node_calls;
+    /* Data-dependent shapes: the nodes that end stages (in order), and per value what the current staged run has
+     * produced so far (data where it lives, actual dims) */
+    int num_stage_ends;
+    int *stage_ends;
+    tensor *run_values;
+    /* CPU fallback in device sessions: cpu_fallback[i] when node i runs on the CPU kernels (the device backend has
+     * none), through host_backend, its inputs copied to fallback_host and its outputs back */
+    bool *cpu_fallback;
+    size_t num_cpu_fallback;
+    backend *host_backend;
+    void *fallback_host;
+    size_t fallback_host_bytes;
 };
 
 /* Frees a plan, its chunk plans and the backend memory it holds. */
 void session_plan_free(cinfer_session *s, plan *p);
 /* Plans a run for the bound input shapes (signature: its cache key, taken over). dry: shapes and offsets only
- * (capacity planning); no memory is taken on the backend. */
+ * (capacity planning), for the whole graph with data-dependent outputs at their bounds; no memory is taken on the
+ * backend. parent: NULL for stage 0, else the plan of the stage before (whose child this is; signature then holds
+ * the entry shapes, see stage_key in session.c). */
 cinfer_status session_build_plan(cinfer_session *s, const cinfer_tensor **bound, unsigned char *signature,
-                                 size_t signature_len, bool dry, plan **out);
+                                 size_t signature_len, bool dry, const plan *parent, plan **out);
 /* Device backends: the plan's nodes, through a CUDA graph where possible (capture on the second run). */
 cinfer_status session_run_device_nodes(cinfer_session *s, plan *p);
 

@@ -113,6 +113,12 @@ class Library:
         L.cinfer_num_session_options.restype = ctypes.c_size_t
         L.cinfer_session_option_info.argtypes = [ctypes.c_size_t, ctypes.POINTER(OptionInfo)]
         L.cinfer_session_last_run_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(RunStats)]
+        L.cinfer_session_num_host_nodes.argtypes = [ctypes.c_void_p]
+        L.cinfer_session_num_host_nodes.restype = ctypes.c_size_t
+        L.cinfer_session_num_fallback_nodes.argtypes = [ctypes.c_void_p]
+        L.cinfer_session_num_fallback_nodes.restype = ctypes.c_size_t
+        L.cinfer_session_fallback_node.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        L.cinfer_session_fallback_node.restype = ctypes.c_char_p
         L.cinfer_session_timeline.argtypes = [ctypes.c_void_p, ctypes.POINTER(Span), ctypes.c_size_t,
                                               ctypes.POINTER(ctypes.c_size_t)]
         L.cinfer_cuda_device_count.argtypes = [ctypes.POINTER(ctypes.c_int)]
@@ -255,6 +261,11 @@ class Session:
         st = RunStats()
         self.lib.check(self.lib.lib.cinfer_session_last_run_stats(self.session, ctypes.byref(st)))
         return st
+
+    def fallback_nodes(self):
+        """Names of the nodes a device session runs on the CPU (cinfer_session_fallback_node)."""
+        count = self.lib.lib.cinfer_session_num_fallback_nodes(self.session)
+        return [self.lib.lib.cinfer_session_fallback_node(self.session, i).decode() for i in range(count)]
 
     def timeline(self):
         """The last run's spans (session option timeline=1) as dicts: kind (a SPAN_KINDS name), stream, bytes,

@@ -303,6 +303,34 @@ def test_runtime_shape_chain(lib):
         np.testing.assert_array_equal(out, a.reshape(batch, 12))
 
 
+def test_cpu_sessions_have_no_fallback_nodes(lib):
+    """cinfer_session_num_fallback_nodes / cinfer_session_fallback_node list the nodes a device session runs on the
+    CPU: a CPU session has none, even with an op no device has (NonZero) beside host-evaluated shape nodes, before
+    and after a run; an index past the end and a NULL session give 0 / NULL."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    outs = [helper.make_tensor_value_info("nz", TensorProto.INT64, [2, None]),
+            helper.make_tensor_value_info("flat", TensorProto.FLOAT, [None])]
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("ReduceProd", ["s"], ["n"], keepdims=1, name="count"),
+             helper.make_node("Reshape", ["x", "n"], ["flat"], name="flatten")]
+    s = Session(lib, make_model(nodes, [x], outs).SerializeToString(), device="cpu")
+    L = lib.lib
+    assert L.cinfer_session_num_host_nodes(s.session) >= 2  # shape, count: the other list is not empty
+    for ran in (False, True):
+        if ran:
+            a = np.array([[0, 1, 2], [3, 0, 0]], np.float32)
+            nz, flat = s.run({"x": a})
+            np.testing.assert_array_equal(nz, np.stack(np.nonzero(a)))
+            np.testing.assert_array_equal(flat, a.ravel())
+        assert L.cinfer_session_num_fallback_nodes(s.session) == 0
+        assert s.fallback_nodes() == []
+        for index in (0, 1, 4, 2**64 - 1):
+            assert L.cinfer_session_fallback_node(s.session, index) is None
+    assert L.cinfer_session_num_fallback_nodes(None) == 0
+    assert L.cinfer_session_fallback_node(None, 0) is None
+
+
 def test_identity_chains_are_forwarded(lib):
     """Identity/Dropout chains collapse onto their source; one naming a model output survives as a node."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])

@@ -834,6 +834,11 @@ static cinfer_status run_eye_like(const graph_node *n, const tensor *in, int num
     return CINFER_OK;
 }
 
+/* defined in movement_select.c: the data-dependent selections */
+cinfer_status cpu_run_nonzero(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+cinfer_status cpu_run_compress(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+cinfer_status cpu_run_unique(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+
 const cpu_kernel cpu_movement_kernels[] = {
     {"Reshape", run_copy},
     {"Flatten", run_copy},
@@ -864,5 +869,8 @@ const cpu_kernel cpu_movement_kernels[] = {
     {"DepthToSpace", run_depth_space},
     {"SpaceToDepth", run_depth_space},
     {"EyeLike", run_eye_like},
+    {"NonZero", cpu_run_nonzero},
+    {"Compress", cpu_run_compress},
+    {"Unique", cpu_run_unique},
     {NULL, NULL},
 };

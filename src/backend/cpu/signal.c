@@ -271,6 +271,9 @@ static cinfer_status run_det(const graph_node *n, const tensor *in, int num_in, 
     return CINFER_OK;
 }
 
+/* defined in signal_nms.c */
+cinfer_status cpu_run_nms(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
+
 const cpu_kernel cpu_signal_kernels[] = {
     {"HannWindow", run_window},
     {"HammingWindow", run_window},
@@ -282,5 +285,6 @@ const cpu_kernel cpu_signal_kernels[] = {
     {"MaxRoiPool", run_max_roi_pool},
     {"MaxUnpool", run_max_unpool},
     {"Det", run_det},
+    {"NonMaxSuppression", cpu_run_nms},
     {NULL, NULL},
 };

@@ -1020,6 +1020,75 @@ static cinfer_status infer_eye_like(const graph_node *n, const tensor *in, int n
     return CINFER_OK;
 }
 
+
+/* ---- data-dependent selections (OP_FLAG_DATA_DEPENDENT): the dims here are upper bounds; the kernels write the
+ * actual ones (backend/cpu/movement_select.c) ---- */
+
+/* NonZero: int64 [rank, count] coordinates of the non-zero elements; a scalar counts as one element of rank 1 (as
+ * onnxruntime does). Bound: every element. */
+static cinfer_status infer_nonzero(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    (void)num_out;
+    if (in[0].dtype == CINFER_DTYPE_UNDEFINED || in[0].dtype == CINFER_DTYPE_STRING)
+        return core_error(CINFER_ERR_UNSUPPORTED, "NonZero node '%s': input of dtype %s", n->name,
+                          cinfer_dtype_name(in[0].dtype));
+    out[0].dtype = CINFER_DTYPE_INT64;
+    out[0].ndim = 2;
+    out[0].dims[0] = in[0].ndim > 0 ? in[0].ndim : 1;
+    out[0].dims[1] = tensor_numel(&in[0]);
+    return CINFER_OK;
+}
+
+/* Compress: the slices along `axis` (the flattened input without it) whose condition entry is true; a condition
+ * shorter than the axis selects among its first entries; entries past the axis must be false (the kernel checks, as
+ * numpy does). Bound: every slice. */
+static cinfer_status infer_compress(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    (void)num_out;
+    const tensor *x = &in[0], *cond = &in[1];
+    if (cond->dtype != CINFER_DTYPE_BOOL || cond->ndim != 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "Compress node '%s': condition must be a 1-D bool tensor, got %s of "
+                          "rank %d", n->name, cinfer_dtype_name(cond->dtype), cond->ndim);
+    out[0].dtype = x->dtype;
+    if (!graph_node_attr(n, "axis")) {
+        out[0].ndim = 1;
+        out[0].dims[0] = cond->dims[0] < tensor_numel(x) ? cond->dims[0] : tensor_numel(x);
+        return CINFER_OK;
+    }
+    int axis;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), x->ndim, &axis));
+    shape_copy(&out[0], x);
+    if (cond->dims[0] < x->dims[axis]) out[0].dims[axis] = cond->dims[0];
+    return CINFER_OK;
+}
+
+/* Unique: Y (the unique elements, or slices along `axis`), indices and counts ([k] each, int64), inverse_indices
+ * ([numel], or [dims[axis]]). Bound of k: every element (slice). */
+static cinfer_status infer_unique(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_in;
+    const tensor *x = &in[0];
+    if (x->dtype == CINFER_DTYPE_UNDEFINED || x->dtype == CINFER_DTYPE_STRING)
+        return core_error(CINFER_ERR_UNSUPPORTED, "Unique node '%s': input of dtype %s", n->name,
+                          cinfer_dtype_name(x->dtype));
+    int64_t items = tensor_numel(x);
+    out[0].dtype = x->dtype;
+    if (graph_node_attr(n, "axis")) {
+        int axis;
+        CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), x->ndim, &axis));
+        shape_copy(&out[0], x);
+        items = x->dims[axis];
+    } else {
+        out[0].ndim = 1;
+        out[0].dims[0] = items;
+    }
+    for (int k = 1; k < num_out; k++) {
+        out[k].dtype = CINFER_DTYPE_INT64;
+        out[k].ndim = 1;
+        out[k].dims[0] = items;
+    }
+    return CINFER_OK;
+}
+
 const op_schema shape_movement_schemas[] = {
     {"Reshape", infer_reshape, 1u << 1, OP_FLAG_ALIAS, 2, 2},
     {"Flatten", infer_flatten, 0, OP_FLAG_ALIAS, 1, 1},
@@ -1051,5 +1120,8 @@ const op_schema shape_movement_schemas[] = {
     {"DepthToSpace", infer_depth_space, 0, 0, 1, 1},
     {"SpaceToDepth", infer_depth_space, 0, 0, 1, 1},
     {"EyeLike", infer_eye_like, 0, 0, 1, 1},
+    {"NonZero", infer_nonzero, 0, OP_FLAG_DATA_DEPENDENT, 1, 1},
+    {"Compress", infer_compress, 0, OP_FLAG_DATA_DEPENDENT, 2, 2},
+    {"Unique", infer_unique, 0, OP_FLAG_DATA_DEPENDENT, 1, 1},
     {NULL, NULL, 0, 0, 0, 0},
 };

@@ -382,6 +382,48 @@ static cinfer_status infer_det(const graph_node *n, const tensor *in, int num_in
     return CINFER_OK;
 }
 
+
+/* ---- NonMaxSuppression (OP_FLAG_DATA_DEPENDENT): int64 [selected, 3] of (batch, class, box); the bound is every
+ * class of every batch keeping min(boxes, max_output_boxes_per_class) boxes (that input read when it is known,
+ * else every box); the kernel writes the actual count (backend/cpu/signal_nms.c) ---- */
+
+static cinfer_status infer_nms(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    const tensor *boxes = &in[0], *scores = &in[1];
+    /* float32 in ONNX; the half types of half-precision sessions (graph/precision.c) are read as float32 */
+    if (!dtype_is_float(boxes->dtype) || !dtype_is_float(scores->dtype))
+        return core_error(CINFER_ERR_UNSUPPORTED, "NonMaxSuppression node '%s': boxes and scores must be float, got "
+                          "%s and %s", n->name, cinfer_dtype_name(boxes->dtype), cinfer_dtype_name(scores->dtype));
+    if (boxes->ndim != 3 || scores->ndim != 3 || boxes->dims[2] != 4 || boxes->dims[0] != scores->dims[0] ||
+        boxes->dims[1] != scores->dims[2]) {
+        char bs[128], ss[128];
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "NonMaxSuppression node '%s': boxes %s and scores %s must be "
+                          "[batches, boxes, 4] and [batches, classes, boxes]", n->name,
+                          tensor_shape_str(boxes, bs, sizeof bs), tensor_shape_str(scores, ss, sizeof ss));
+    }
+    int64_t center = graph_attr_int(n, "center_point_box", 0);
+    if (center != 0 && center != 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "NonMaxSuppression node '%s': center_point_box is %lld, expected "
+                          "0 or 1", n->name, (long long)center);
+    for (int k = 2; k < num_in && k < 5; k++) {
+        bool fits = k == 2 ? in[k].dtype == CINFER_DTYPE_INT64 : dtype_is_float(in[k].dtype);
+        if (in[k].dtype != CINFER_DTYPE_UNDEFINED && (!fits || tensor_numel(&in[k]) != 1))
+            return core_error(CINFER_ERR_INVALID_MODEL, "NonMaxSuppression node '%s': input %d must be one %s value", n->name,
+                              k, k == 2 ? "int64" : "float");
+    }
+    int64_t per_class = boxes->dims[1];
+    if (num_in < 3 || in[2].dtype == CINFER_DTYPE_UNDEFINED) per_class = 0;
+    else if (in[2].data) {
+        int64_t max_out = tensor_get_int(&in[2], 0);
+        per_class = max_out <= 0 ? 0 : max_out < per_class ? max_out : per_class;
+    }
+    out[0].dtype = CINFER_DTYPE_INT64;
+    out[0].ndim = 2;
+    out[0].dims[0] = scores->dims[0] * scores->dims[1] * per_class;
+    out[0].dims[1] = 3;
+    return CINFER_OK;
+}
+
 const op_schema shape_signal_schemas[] = {
     {"HannWindow", infer_window, 1u << 0, 0, 1, 1},
     {"HammingWindow", infer_window, 1u << 0, 0, 1, 1},
@@ -393,5 +435,6 @@ const op_schema shape_signal_schemas[] = {
     {"MaxRoiPool", infer_roi, 0, 0, 2, 2},
     {"MaxUnpool", infer_maxunpool, 1u << 2, 0, 2, 3},
     {"Det", infer_det, 0, 0, 1, 1},
+    {"NonMaxSuppression", infer_nms, 0, OP_FLAG_DATA_DEPENDENT, 2, 5},
     {NULL, NULL, 0, 0, 0, 0},
 };
