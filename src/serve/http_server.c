@@ -6,7 +6,9 @@
  * its 413); the final callback decodes Content-Encoding and calls the route handler. A suspended request is
  * re-entered after MHD_resume_connection, when the finisher builds the response. The completion callback frees the
  * request and decrements the in-flight count. Connections are counted (MHD_OPTION_NOTIFY_CONNECTION) and refused
- * past max_connections by the accept policy; idle ones time out after idle_timeout_s (suspended ones never do). */
+ * past max_connections by the accept policy; idle ones time out after idle_timeout_s (suspended ones never do), and
+ * a request's headers and body must arrive within their deadlines (http_deadline.h: each connection's clock is
+ * opened and closed by the connection notifications, and moved on by the request callbacks). */
 #include "http_server.h"
 
 #include <errno.h>
@@ -21,12 +23,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "http_deadline.h"
 #include "listen_socket.h"
 #include "log.h"
 
 struct http_server {
     struct MHD_Daemon *d;
     http_options opt;
+    http_deadlines *deadlines; /* NULL when --http-header-timeout and --http-body-timeout are both off */
     _Atomic int inflight;
     _Atomic int connections;       /* open connections (MHD_OPTION_NOTIFY_CONNECTION) */
     _Atomic long long refused_log_s; /* when a refusal past max_connections was last logged (one line a second) */
@@ -45,6 +49,7 @@ enum { REQ_READING, REQ_PENDING, REQ_ANSWERED };
 struct http_private {
     http_server *srv;
     struct MHD_Connection *conn;
+    http_clock *clock;            /* the connection's deadline clock (NULL: none) */
     char *buf;
     size_t len, cap;
     size_t expect;                /* Content-Length (0 when absent): the body buffer grows to it and no further */
@@ -337,11 +342,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         p->resp_header_len = -1;
         atomic_fetch_add(&s->inflight, 1);
         *con_cls = r;
+        const union MHD_ConnectionInfo *sc = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        p->clock = sc ? sc->socket_context : NULL;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+        int body_follows = clen || MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (http_deadline_headers_done(s->deadlines, p->clock, body_follows) != 0) return MHD_NO; /* cut: closing */
         /* headers only so far: an answer queued here is sent without reading the body, and MHD closes after it */
         enum MHD_Result ret;
         if (decode_path(r, url, &ret) != 0 || refuse_bad_framing(r, &ret) != 0) return ret;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
         if (s->opt.authorize && s->opt.authorize(s->opt.ctx, r, &p->challenge, &p->deny) != 0) p->denied = 1;
         if (clen > s->opt.max_body) { /* before any 100 Continue: an Expect: 100-continue client never sends it */
             if (p->denied) { /* the missing token is the answer, as for any refused request */
@@ -389,6 +398,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         p->received += *upload_size;
         *upload_size = 0;
+        if (http_deadline_cut(p->clock)) return MHD_NO; /* past --http-body-timeout: the connection is being closed */
         if (p->received < p->expect && peer_closed(conn)) return MHD_NO; /* the rest will never come */
         return MHD_YES;
     }
@@ -397,6 +407,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_response(r);
     }
     if (p->state == REQ_ANSWERED) return MHD_YES;
+    http_deadline_body_done(p->clock);
     serve_error e = {0};
     if (p->denied) {
         http_respond_error(r, &p->deny);
@@ -442,6 +453,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_server *s = cls;
     http_request *r = *con_cls;
     if (!r) return;
+    http_deadline_request_done(r->priv->clock); /* the connection may be kept alive for a next request */
     if (r->pending_free) r->pending_free(r->pending);
     free(r->priv->buf);
     free(r->priv->inflated);
@@ -469,13 +481,20 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s) {
     return strlen(s);
 }
 
+/* Counts the connections and keeps each one's deadline clock in its socket context. libmicrohttpd notifies the
+ * close before it closes the descriptor, so the clock leaves the watcher's registry while the descriptor is valid. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
-    (void)conn;
-    (void)socket_context;
     http_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
-    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->connections, 1);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->connections, 1);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? http_deadline_open(s->deadlines, ci->connect_fd) : NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_deadline_close(s->deadlines, *socket_context);
+        *socket_context = NULL;
+        atomic_fetch_sub(&s->connections, 1);
+    }
 }
 
 /* Past max_connections a new connection is closed at once (the client sees its connection closed before any
@@ -506,7 +525,12 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     /* bound here, not by libmicrohttpd, whose address reuse option also set SO_REUSEPORT: a second server then shared
      * the port (listen_socket.h) */
     int fd;
+    if (http_deadlines_start(opt->what, opt->header_timeout_s, opt->body_timeout_s, &s->deadlines, e) != 0) {
+        free(s);
+        return -1;
+    }
     if (listen_socket_open(opt->host, opt->port, opt->what ? opt->what : "HTTP", &fd, e) != 0) {
+        http_deadlines_stop(s->deadlines);
         free(s);
         return -1;
     }
@@ -529,6 +553,7 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     if (!s->d) {
         /* not closed: libmicrohttpd may have closed it already on some failure paths, and closing a reused descriptor
          * would hit another file; the server does not start, so the process exits soon */
+        http_deadlines_stop(s->deadlines);
         free(s);
         return serve_fail(e, 500, "cannot serve %s on %s:%d (libmicrohttpd failed to start: its reason is logged "
                                   "above)", opt->what ? opt->what : "HTTP", opt->host, opt->port);
@@ -552,7 +577,8 @@ int http_server_inflight(http_server *s) { return s ? atomic_load(&s->inflight) 
 
 void http_server_stop(http_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->d);
+    MHD_stop_daemon(s->d); /* closes every connection: their clocks are gone before the watcher stops */
     if (s->quiesced && s->listen_fd != MHD_INVALID_SOCKET) close(s->listen_fd);
+    http_deadlines_stop(s->deadlines);
     free(s);
 }

@@ -1,5 +1,5 @@
-"""The HTTP front end against hostile clients, over raw sockets: connection limits and idle timeouts
-(--http-max-connections, --http-idle-timeout), clients that close after their headers, request framing (RFC 9112
+"""The HTTP front end against hostile clients, over raw sockets: connection limits, idle timeouts and request
+deadlines (--http-max-connections, --http-idle-timeout, --http-header-timeout, --http-body-timeout), clients that close after their headers, request framing (RFC 9112
 6.3: no request smuggling), a too large body refused before it is read, and routing on the exact decoded path."""
 import json
 import os
@@ -122,6 +122,83 @@ def test_stalled_headers_and_body_time_out(repo, start_server):
     c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
     assert c.recv(65536).startswith(b"HTTP/1.1 200")
     assert read_all(c) == b""
+    c.close()
+
+
+def trickle(c, data, every):
+    """Sends data a byte at a time, `every` seconds apart (each byte resets the idle timeout), until the server
+    closes; returns how many bytes went out."""
+    for i, b in enumerate(data):
+        try:
+            c.sendall(bytes([b]))
+        except (BrokenPipeError, ConnectionResetError):
+            return i
+        time.sleep(every)
+    return len(data)
+
+
+def closed_by_server(c, timeout=5):
+    """True once the server closed the connection without an answer."""
+    c.settimeout(timeout)
+    try:
+        return read_all(c) == b""
+    except socket.timeout:
+        return False
+
+
+@pytest.mark.parametrize("phase", ["headers", "body", "kept-alive headers"])
+def test_trickling_client_is_cut_at_the_deadline(repo, start_server, phase):
+    """A byte every 0.3 s never trips the idle timeout (60 s); --http-header-timeout / --http-body-timeout end the
+    connection at their deadline, while a client sending at a normal pace is served."""
+    s = start_server(repo, "--http-header-timeout", "2", "--http-body-timeout", "2", "--http-threads", "2")
+    base = baseline(s)
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": [0.5] * 16}]}).encode()
+    head = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    c = connect(s)
+    if phase == "kept-alive headers":
+        # a first request answered, then longer idle than the header timeout: the silence before a request is the
+        # idle timeout's business, the clock starts with the next request's first byte
+        c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(3)
+    if phase == "body":
+        c.sendall(head)
+        data = body
+    else:
+        data = head + body
+    t0 = time.time()
+    sent = trickle(c, data, 0.3)
+    took = time.time() - t0
+    assert sent < len(data), "the whole request trickled in: no deadline"
+    assert closed_by_server(c), "the server answered the trickled request"
+    c.close()
+    # cut at the deadline: 2 s, plus at most a watcher tick and a trickle step (and slack for a loaded machine)
+    assert 1.8 <= took <= 3.5, took
+    assert "within 2 s" in s.logs() and ("--http-body-timeout" if phase == "body" else "--http-header-timeout") in s.logs()
+    assert wait_for(lambda: descriptors(s) <= base), f"{descriptors(s) - base} descriptors still held"
+    # a client at a normal pace is served: the body 1 s after the headers, within the 2 s deadline
+    c = connect(s)
+    c.sendall(head)
+    time.sleep(1)
+    c.sendall(body)
+    assert c.recv(65536).startswith(b"HTTP/1.1 200")
+    # and its kept-alive connection may stay silent longer than the header timeout, then send a request
+    time.sleep(2.5)
+    c.sendall(head + body)
+    assert c.recv(65536).startswith(b"HTTP/1.1 200")
+    c.close()
+
+
+def test_deadlines_off(repo, start_server):
+    """0 turns a deadline off: a request trickled over more than 2 s is answered."""
+    s = start_server(repo, "--http-header-timeout", "0", "--http-body-timeout", "0")
+    c = connect(s)
+    t0 = time.time()
+    req = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    assert trickle(c, req, 2.5 / len(req)) == len(req)
+    assert time.time() - t0 > 2
+    c.settimeout(5)
+    assert read_all(c).startswith(b"HTTP/1.1 200")
     c.close()
 
 
@@ -251,6 +328,7 @@ def test_long_path_is_refused_not_cut(repo, start_server):
 def test_flag_values_are_checked(repo, start_server):
     import subprocess
     from conftest import SERVER
-    for flag, value in (("--http-idle-timeout", "-1"), ("--http-max-connections", "0")):
+    for flag, value in (("--http-idle-timeout", "-1"), ("--http-max-connections", "0"), ("--http-header-timeout", "-1"),
+                        ("--http-body-timeout", "x")):
         p = subprocess.run([SERVER, "--model-repository", str(repo), flag, value], capture_output=True, text=True)
         assert p.returncode == 2 and flag in p.stderr, p.stderr
