@@ -62,6 +62,9 @@ static const char USAGE[] =
     "                                is closed (default 300; 0 = off)\n"
     "  --http-max-connections N      open HTTP connections; past N a new connection is closed at once (default: the\n"
     "                                descriptor limit, raised towards its hard limit, less 256, at most 4096)\n"
+    "  --http-max-connections-per-ip N  open HTTP connections from one client address; past N a new one from it is\n"
+    "                                closed at once (default 0 = no such limit: behind a proxy or on loopback every\n"
+    "                                client has the same address)\n"
     "  --max-tensor-elements N       element limit of one input tensor of an infer request (default 67108864)\n"
     "  --max-request-elements N      element limit summed over an infer request's inputs (default 134217728)\n"
     "  --control-token-file PATH     bearer token for /v2/repository/* and /v2/*sharedmemory/* (or the environment\n"
@@ -138,6 +141,7 @@ enum flag_id {
     FLAG_ALLOW_GRPC, FLAG_ALLOW_HTTP, FLAG_CONTROL_MODE, FLAG_LOAD_MODEL, FLAG_POLL_SECS, FLAG_NO_AUTO_COMPLETE,
     FLAG_STRICT_MODEL_CONFIG, FLAG_EXIT_ON_ERROR, FLAG_DEVICE, FLAG_THREADS, FLAG_HTTP_THREADS, FLAG_MAX_INPUT_BYTES,
     FLAG_HTTP_IDLE_TIMEOUT, FLAG_HTTP_HEADER_TIMEOUT, FLAG_HTTP_BODY_TIMEOUT, FLAG_HTTP_MAX_CONNECTIONS,
+    FLAG_HTTP_MAX_CONNECTIONS_PER_IP,
     FLAG_MAX_TENSOR_ELEMENTS, FLAG_MAX_REQUEST_ELEMENTS, FLAG_CONTROL_TOKEN_FILE, FLAG_INFERENCE_TOKEN_FILE,
     FLAG_STRICT_READINESS, FLAG_DEFAULT_MAX_BATCH, FLAG_PROBE_MAX_BATCH, FLAG_PRECISION, FLAG_CUDA_MEMORY_LIMIT,
     FLAG_PINNED_OUTPUT_MEMORY, FLAG_EXIT_TIMEOUT, FLAG_LOG_FORMAT, FLAG_LOG_VERBOSE, FLAG_LOG_INFO, FLAG_LOG_WARNING,
@@ -170,6 +174,7 @@ static const struct option LONG_FLAGS[] = {
     {"http-header-timeout", required_argument, NULL, FLAG_HTTP_HEADER_TIMEOUT},
     {"http-body-timeout", required_argument, NULL, FLAG_HTTP_BODY_TIMEOUT},
     {"http-max-connections", required_argument, NULL, FLAG_HTTP_MAX_CONNECTIONS},
+    {"http-max-connections-per-ip", required_argument, NULL, FLAG_HTTP_MAX_CONNECTIONS_PER_IP},
     {"max-tensor-elements", required_argument, NULL, FLAG_MAX_TENSOR_ELEMENTS},
     {"max-request-elements", required_argument, NULL, FLAG_MAX_REQUEST_ELEMENTS},
     {"control-token-file", required_argument, NULL, FLAG_CONTROL_TOKEN_FILE},
@@ -279,6 +284,8 @@ static int apply_flag(server_flags *f, int id, const char *flag, const char *v) 
     case FLAG_HTTP_BODY_TIMEOUT: return parse_int(flag, v, 0, 86400, &x) ? 2 : (o->http_body_timeout_s = (unsigned)x, 0);
     case FLAG_HTTP_MAX_CONNECTIONS:
         return parse_int(flag, v, 1, 1 << 20, &x) ? 2 : (o->http_max_connections = (unsigned)x, 0);
+    case FLAG_HTTP_MAX_CONNECTIONS_PER_IP:
+        return parse_int(flag, v, 0, 1 << 20, &x) ? 2 : (o->http_max_connections_per_ip = (unsigned)x, 0);
     case FLAG_MAX_TENSOR_ELEMENTS: return parse_int(flag, v, 1, (long)1 << 40, &x) ? 2 : (o->max_tensor_elements = x, 0);
     case FLAG_MAX_REQUEST_ELEMENTS: return parse_int(flag, v, 1, (long)1 << 40, &x) ? 2 : (o->max_request_elements = x, 0);
     case FLAG_CONTROL_TOKEN_FILE: f->control_token_file = v; return 0;
@@ -476,6 +483,9 @@ int main(int argc, char **argv) {
         }
     }
     o.http_max_connections = fit_descriptor_limit(o.http_max_connections);
+    if (o.http_max_connections_per_ip)
+        log_info("HTTP connections from one address: at most %u open (--http-max-connections-per-ip)",
+                 o.http_max_connections_per_ip);
     log_info("HTTP connections: at most %u open (--http-max-connections), idle ones closed after %u s "
              "(--http-idle-timeout; 0 = never); a request's headers must arrive within %u s (--http-header-timeout), "
              "its body within %u s (--http-body-timeout; 0 = no deadline)", o.http_max_connections,

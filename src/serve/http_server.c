@@ -34,6 +34,7 @@ struct http_server {
     _Atomic int inflight;
     _Atomic int connections;       /* open connections (MHD_OPTION_NOTIFY_CONNECTION) */
     _Atomic long long refused_log_s; /* when a refusal past max_connections was last logged (one line a second) */
+    _Atomic long long ip_refused_log_s; /* the same for max_connections_per_ip */
     int quiesced;
     MHD_socket listen_fd; /* handed back by MHD_quiesce_daemon: closed after MHD_stop_daemon (http_server_quiesce) */
 };
@@ -464,12 +465,31 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&s->inflight, 1);
 }
 
+/* Nonzero at most once a second per *last (the monotonic second of the last yes): refusals under a flood of
+ * connections are logged once a second, not once each. */
+static int once_a_second(_Atomic long long *last_s) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long last = atomic_load(last_s);
+    return now.tv_sec > last && atomic_compare_exchange_strong(last_s, &last, (long long)now.tv_sec);
+}
+
+#define MHD_LIMIT_MESSAGE "Server reached connection limit"
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
+    http_server *s = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* libmicrohttpd's own limit is set out of reach (accept_policy is the limit), so this one is the per-address
+     * limit's refusal: once a second, named by its flag, instead of a line per refused connection */
+    if (s->opt.max_connections_per_ip && !strncmp(msg, MHD_LIMIT_MESSAGE, strlen(MHD_LIMIT_MESSAGE))) {
+        if (once_a_second(&s->ip_refused_log_s))
+            log_warn("%s: %u connections from one address are open (--http-max-connections-per-ip): new ones from "
+                     "it are closed at once", s->opt.what ? s->opt.what : "HTTP", s->opt.max_connections_per_ip);
+        return;
+    }
     log_warn("http: %s", msg);
 }
 
@@ -506,10 +526,7 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     (void)addrlen;
     http_server *s = cls;
     if (!s->opt.max_connections || (unsigned)atomic_load(&s->connections) < s->opt.max_connections) return MHD_YES;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long long last = atomic_load(&s->refused_log_s);
-    if (now.tv_sec > last && atomic_compare_exchange_strong(&s->refused_log_s, &last, (long long)now.tv_sec))
+    if (once_a_second(&s->refused_log_s))
         log_warn("%s: %u connections are open (--http-max-connections): new connections are closed at once",
                  s->opt.what ? s->opt.what : "HTTP", s->opt.max_connections);
     return MHD_NO;
@@ -543,9 +560,15 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     struct MHD_OptionItem limit[] = {{MHD_OPTION_CONNECTION_LIMIT, (intptr_t)(opt->max_connections * threads + threads),
                                       NULL}, {MHD_OPTION_END, 0, NULL}};
     if (!opt->max_connections) limit[0].option = MHD_OPTION_END;
+    /* per client address: libmicrohttpd's count (one table for the whole pool), checked before accept_policy; an
+     * IPv6 client is counted per full address */
+    struct MHD_OptionItem per_ip[] = {{MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)opt->max_connections_per_ip, NULL},
+                                      {MHD_OPTION_END, 0, NULL}};
+    if (!opt->max_connections_per_ip) per_ip[0].option = MHD_OPTION_END;
     s->d = MHD_start_daemon(flags, (uint16_t)opt->port, accept_policy, s, on_request, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool, MHD_OPTION_ARRAY, limit,
+                            MHD_OPTION_ARRAY, per_ip,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_CONNECTION_TIMEOUT, opt->idle_timeout_s,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,

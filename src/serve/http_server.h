@@ -53,6 +53,8 @@ typedef struct http_options {
     unsigned body_timeout_s;      /* a request's body must arrive within this of its headers' end; 0 = no deadline */
     unsigned max_connections;     /* open connections; past it a new one is closed at once. 0 = libmicrohttpd's
                                    * default (1020) */
+    unsigned max_connections_per_ip; /* open connections from one client address; past it a new one from there is
+                                   * closed at once. 0 = no such limit */
     http_handler handler;
     http_finisher finisher;
     http_authorizer authorize;    /* NULL: every request goes to the handler */

@@ -60,7 +60,8 @@ static int start_serving(const server_options *opt, server **out, serve_error *e
     http_options ho = {.host = opt->host, .port = opt->http_port, .what = "HTTP", .threads = opt->http_threads,
                        .max_body = opt->max_input_bytes, .idle_timeout_s = opt->http_idle_timeout_s,
                        .header_timeout_s = opt->http_header_timeout_s, .body_timeout_s = opt->http_body_timeout_s,
-                       .max_connections = opt->http_max_connections, .handler = kserve_handle,
+                       .max_connections = opt->http_max_connections,
+                       .max_connections_per_ip = opt->http_max_connections_per_ip, .handler = kserve_handle,
                        .finisher = kserve_finish, .authorize = kserve_authorize, .ctx = s};
     if (http_server_start(&ho, &s->http, e) != 0) goto err;
     if (opt->metrics_port > 0) {

@@ -1,6 +1,7 @@
 """The HTTP front end against hostile clients, over raw sockets: connection limits, idle timeouts and request
-deadlines (--http-max-connections, --http-idle-timeout, --http-header-timeout, --http-body-timeout), clients that close after their headers, request framing (RFC 9112
+deadlines (--http-max-connections, --http-max-connections-per-ip, --http-idle-timeout, --http-header-timeout, --http-body-timeout), clients that close after their headers, request framing (RFC 9112
 6.3: no request smuggling), a too large body refused before it is read, and routing on the exact decoded path."""
+import http.client
 import json
 import os
 import socket
@@ -104,6 +105,41 @@ def test_connection_limit_closes_new_connections_and_idle_ones_time_out(repo, st
         assert read_all(c) == b""
         c.close()
     assert s.request("GET", "/v2/health/ready")[0] == 200
+
+
+def test_per_address_connection_limit(repo, start_server):
+    """--http-max-connections-per-ip: past it a new connection from that address is closed at once, one from another
+    address is still served, and a freed slot is taken again."""
+    s = start_server(repo, "--http-max-connections-per-ip", "5", "--http-threads", "2")
+    baseline(s)  # the start-up probes' connections closed
+    held = [connect(s) for _ in range(5)]
+    time.sleep(0.3)
+    extra = connect(s)
+    assert closed_by_server(extra, 2), "a sixth connection from 127.0.0.1 was not closed"
+    extra.close()
+    # the five are served (kept alive), and another loopback address is a different client
+    for c in held:
+        c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.recv(65536).startswith(b"HTTP/1.1 200")
+    other = socket.socket()
+    other.settimeout(5)
+    other.bind(("127.0.0.2", 0))
+    other.connect(("127.0.0.1", s.port))
+    other.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert read_all(other).startswith(b"HTTP/1.1 200")
+    other.close()
+    held.pop().close()
+    # the closed slot is free again once the server has seen the close
+    def served():
+        try:
+            return s.request("GET", "/v2/health/live", timeout=2)[0] == 200
+        except (ConnectionError, http.client.HTTPException):
+            return False
+    assert wait_for(served, 5)
+    logs = s.logs()
+    assert "--http-max-connections-per-ip" in logs and "Server reached connection limit" not in logs, logs[-2000:]
+    for c in held:
+        c.close()
 
 
 def test_stalled_headers_and_body_time_out(repo, start_server):
@@ -329,6 +365,6 @@ def test_flag_values_are_checked(repo, start_server):
     import subprocess
     from conftest import SERVER
     for flag, value in (("--http-idle-timeout", "-1"), ("--http-max-connections", "0"), ("--http-header-timeout", "-1"),
-                        ("--http-body-timeout", "x")):
+                        ("--http-body-timeout", "x"), ("--http-max-connections-per-ip", "-1")):
         p = subprocess.run([SERVER, "--model-repository", str(repo), flag, value], capture_output=True, text=True)
         assert p.returncode == 2 and flag in p.stderr, p.stderr
