@@ -55,6 +55,8 @@ struct http_private {
     size_t len, cap;
     size_t expect;                /* Content-Length (0 when absent): the body buffer grows to it and no further */
     size_t received;              /* body bytes seen so far (kept or not) */
+    size_t full_chunk;            /* the largest body chunk so far, taken for a full read (peer_probe_due) */
+    long long probed_ms;          /* when peer_closed last looked at the client's end (monotonic ms) */
     char *inflated;
     int too_large;
     char *path;                   /* the decoded path r->url points to */
@@ -132,10 +134,32 @@ int http_request_client_gone(http_request *r) { return peek_peer(r->priv->conn) 
 
 /* The client closed its end (or its socket failed). libmicrohttpd's epoll loop is edge-triggered and takes a short
  * read as "drained", so a close that arrived together with the headers (or a part of the body) raises no new event
- * and is never read: the connection then waited for the rest of the body forever. Probed while a body is still due. */
+ * and is never read: the connection then waited for the rest of the body forever. Probed while a body is still due
+ * (at chunks peer_probe_due picks). */
 static int peer_closed(struct MHD_Connection *conn) {
     ssize_t n = peek_peer(conn);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* While a body streams in full reads, the client's end is looked at this often at most. */
+#define HTTP_PEER_PROBE_MS 100
+
+/* Whether a body chunk calls for peer_closed, a system call that each chunk of a large body used to pay. A close
+ * that came with the body's last bytes is missed only after a short read: libmicrohttpd clears a connection's
+ * read-ready state when a read comes back short, while after a full one it reads again and meets the close itself.
+ * A chunk as large as the largest so far is taken for a full read (the read buffer's size) and probed once every
+ * HTTP_PEER_PROBE_MS at most; any other is probed. That period also covers a client writing equal pieces that never
+ * fill the buffer: a close right after one is seen at its next probe-due chunk or, when none comes, by the idle
+ * timeout or the body deadline. */
+static int peer_probe_due(struct http_private *p, size_t chunk) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    int full = chunk == p->full_chunk;
+    if (chunk > p->full_chunk) p->full_chunk = chunk;
+    if (full && now_ms - p->probed_ms < HTTP_PEER_PROBE_MS) return 0;
+    p->probed_ms = now_ms;
+    return 1;
 }
 
 const char *http_request_header(http_request *r, const char *name) {
@@ -398,9 +422,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
         }
         p->received += *upload_size;
+        size_t chunk = *upload_size;
         *upload_size = 0;
         if (http_deadline_cut(p->clock)) return MHD_NO; /* past --http-body-timeout: the connection is being closed */
-        if (p->received < p->expect && peer_closed(conn)) return MHD_NO; /* the rest will never come */
+        if (p->received < p->expect && peer_probe_due(p, chunk) && peer_closed(conn))
+            return MHD_NO; /* the rest will never come */
         return MHD_YES;
     }
     if (p->state == REQ_PENDING) {

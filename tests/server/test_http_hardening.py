@@ -1,6 +1,8 @@
 """The HTTP front end against hostile clients, over raw sockets: connection limits, idle timeouts and request
-deadlines (--http-max-connections, --http-max-connections-per-ip, --http-idle-timeout, --http-header-timeout, --http-body-timeout), clients that close after their headers, request framing (RFC 9112
-6.3: no request smuggling), a too large body refused before it is read, and routing on the exact decoded path."""
+deadlines (--http-max-connections, --http-max-connections-per-ip, --http-idle-timeout, --http-header-timeout,
+--http-body-timeout), clients that close after their headers or in the middle of their body, request framing
+(RFC 9112 6.3: no request smuggling), a too large body refused before it is read, and routing on the exact decoded
+path."""
 import http.client
 import json
 import os
@@ -257,6 +259,31 @@ def test_clients_closing_after_headers_release_their_descriptors(repo, start_ser
         c = connect(s)
         body = b"" if i % 2 else b'{"inputs": '
         c.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + body)
+        c.close()
+    assert wait_for(lambda: descriptors(s) <= base, 5), f"{descriptors(s) - base} descriptors still held"
+    assert s.request("GET", "/v2/health/ready")[0] == 200
+
+
+@pytest.mark.parametrize("pace", ["bulk", "equal pieces"])
+def test_clients_closing_mid_body_release_their_descriptors(repo, start_server, pace):
+    """The client's end is not looked at after every body chunk (http_server.c peer_probe_due), yet a close in the
+    middle of a body is still seen at once: after a bulk of full reads (1 MiB of a declared 2 MiB), and after equal
+    pieces smaller than the read buffer, 0.15 s apart (the probe's period is 0.1 s). Idle timeout and body deadline
+    off, so only the probe can free the connection."""
+    s = start_server(repo, "--http-idle-timeout", "0", "--http-body-timeout", "0", "--http-threads", "2")
+    base = baseline(s)
+    clients = []
+    for _ in range(4):
+        c = connect(s)
+        c.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (2 << 20))
+        clients.append(c)
+    for c in clients:
+        if pace == "bulk":
+            c.sendall(b" " * (1 << 20))
+        else:
+            for _ in range(5):
+                c.sendall(b" " * 1000)
+                time.sleep(0.15)
         c.close()
     assert wait_for(lambda: descriptors(s) <= base, 5), f"{descriptors(s) - base} descriptors still held"
     assert s.request("GET", "/v2/health/ready")[0] == 200
