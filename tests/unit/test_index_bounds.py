@@ -191,7 +191,8 @@ def roi_cases():
     cases.append(("max_roi_pool_batch_index",
                   _model(helper.make_node("MaxRoiPool", ["images", "boxes"], ["y"], pooled_shape=[2, 2], name="pool"),
                          {"boxes": boxes}, "y", {"images": images}),
-                  {"boxes": boxes}, np.broadcast_to(values[[1, 0]][:, None, None, None], (2, 2, 2, 2)).astype(np.float32),
+                  {"boxes": boxes},
+                  np.broadcast_to(values[[1, 0]][:, None, None, None], (2, 2, 2, 2)).astype(np.float32),
                   {"boxes": bad}, "MaxRoiPool", "pool", "roi 1 has batch index 2, not in [0, 2)"))
     return cases
 
