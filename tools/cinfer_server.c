@@ -55,8 +55,16 @@ static const char USAGE[] =
     "  --http-idle-timeout SECS      close a connection silent this long: while its request's headers or body are\n"
     "                                read, or kept alive between requests (default 60; 0 = never). A request waiting\n"
     "                                on its inference is not idle\n"
+    "  --http-header-timeout SECS    a request's line and headers must arrive within SECS of its start (the\n"
+    "                                connection's opening; on a kept-alive connection, its first byte), however\n"
+    "                                steadily they trickle; else the connection is closed (default 30; 0 = off)\n"
+    "  --http-body-timeout SECS      a request's body must arrive within SECS of its headers; else the connection\n"
+    "                                is closed (default 300; 0 = off)\n"
     "  --http-max-connections N      open HTTP connections; past N a new connection is closed at once (default: the\n"
     "                                descriptor limit, raised towards its hard limit, less 256, at most 4096)\n"
+    "  --http-max-connections-per-ip N  open HTTP connections from one client address; past N a new one from it is\n"
+    "                                closed at once (default 0 = no such limit: behind a proxy or on loopback every\n"
+    "                                client has the same address)\n"
     "  --max-tensor-elements N       element limit of one input tensor of an infer request (default 67108864)\n"
     "  --max-request-elements N      element limit summed over an infer request's inputs (default 134217728)\n"
     "  --control-token-file PATH     bearer token for /v2/repository/* and /v2/*sharedmemory/* (or the environment\n"
@@ -132,7 +140,8 @@ enum flag_id {
     FLAG_MODEL_REPOSITORY, FLAG_HOST, FLAG_HTTP_PORT, FLAG_METRICS_PORT, FLAG_ALLOW_METRICS, FLAG_GRPC_PORT,
     FLAG_ALLOW_GRPC, FLAG_ALLOW_HTTP, FLAG_CONTROL_MODE, FLAG_LOAD_MODEL, FLAG_POLL_SECS, FLAG_NO_AUTO_COMPLETE,
     FLAG_STRICT_MODEL_CONFIG, FLAG_EXIT_ON_ERROR, FLAG_DEVICE, FLAG_THREADS, FLAG_HTTP_THREADS, FLAG_MAX_INPUT_BYTES,
-    FLAG_HTTP_IDLE_TIMEOUT, FLAG_HTTP_MAX_CONNECTIONS,
+    FLAG_HTTP_IDLE_TIMEOUT, FLAG_HTTP_HEADER_TIMEOUT, FLAG_HTTP_BODY_TIMEOUT, FLAG_HTTP_MAX_CONNECTIONS,
+    FLAG_HTTP_MAX_CONNECTIONS_PER_IP,
     FLAG_MAX_TENSOR_ELEMENTS, FLAG_MAX_REQUEST_ELEMENTS, FLAG_CONTROL_TOKEN_FILE, FLAG_INFERENCE_TOKEN_FILE,
     FLAG_STRICT_READINESS, FLAG_DEFAULT_MAX_BATCH, FLAG_PROBE_MAX_BATCH, FLAG_PRECISION, FLAG_CUDA_MEMORY_LIMIT,
     FLAG_PINNED_OUTPUT_MEMORY, FLAG_EXIT_TIMEOUT, FLAG_LOG_FORMAT, FLAG_LOG_VERBOSE, FLAG_LOG_INFO, FLAG_LOG_WARNING,
@@ -162,7 +171,10 @@ static const struct option LONG_FLAGS[] = {
     {"http-thread-count", required_argument, NULL, FLAG_HTTP_THREADS},
     {"max-input-bytes", required_argument, NULL, FLAG_MAX_INPUT_BYTES},
     {"http-idle-timeout", required_argument, NULL, FLAG_HTTP_IDLE_TIMEOUT},
+    {"http-header-timeout", required_argument, NULL, FLAG_HTTP_HEADER_TIMEOUT},
+    {"http-body-timeout", required_argument, NULL, FLAG_HTTP_BODY_TIMEOUT},
     {"http-max-connections", required_argument, NULL, FLAG_HTTP_MAX_CONNECTIONS},
+    {"http-max-connections-per-ip", required_argument, NULL, FLAG_HTTP_MAX_CONNECTIONS_PER_IP},
     {"max-tensor-elements", required_argument, NULL, FLAG_MAX_TENSOR_ELEMENTS},
     {"max-request-elements", required_argument, NULL, FLAG_MAX_REQUEST_ELEMENTS},
     {"control-token-file", required_argument, NULL, FLAG_CONTROL_TOKEN_FILE},
@@ -267,8 +279,13 @@ static int apply_flag(server_flags *f, int id, const char *flag, const char *v) 
     case FLAG_HTTP_THREADS: return parse_int(flag, v, 1, 256, &x) ? 2 : (o->http_threads = (int)x, 0);
     case FLAG_MAX_INPUT_BYTES: return parse_int(flag, v, 1024, (long)1 << 40, &x) ? 2 : (o->max_input_bytes = (size_t)x, 0);
     case FLAG_HTTP_IDLE_TIMEOUT: return parse_int(flag, v, 0, 86400, &x) ? 2 : (o->http_idle_timeout_s = (unsigned)x, 0);
+    case FLAG_HTTP_HEADER_TIMEOUT:
+        return parse_int(flag, v, 0, 86400, &x) ? 2 : (o->http_header_timeout_s = (unsigned)x, 0);
+    case FLAG_HTTP_BODY_TIMEOUT: return parse_int(flag, v, 0, 86400, &x) ? 2 : (o->http_body_timeout_s = (unsigned)x, 0);
     case FLAG_HTTP_MAX_CONNECTIONS:
         return parse_int(flag, v, 1, 1 << 20, &x) ? 2 : (o->http_max_connections = (unsigned)x, 0);
+    case FLAG_HTTP_MAX_CONNECTIONS_PER_IP:
+        return parse_int(flag, v, 0, 1 << 20, &x) ? 2 : (o->http_max_connections_per_ip = (unsigned)x, 0);
     case FLAG_MAX_TENSOR_ELEMENTS: return parse_int(flag, v, 1, (long)1 << 40, &x) ? 2 : (o->max_tensor_elements = x, 0);
     case FLAG_MAX_REQUEST_ELEMENTS: return parse_int(flag, v, 1, (long)1 << 40, &x) ? 2 : (o->max_request_elements = x, 0);
     case FLAG_CONTROL_TOKEN_FILE: f->control_token_file = v; return 0;
@@ -404,7 +421,7 @@ int main(int argc, char **argv) {
                 .poll_secs = 15, .device = "auto", .http_threads = 4, .max_input_bytes = 64u << 20,
                 .strict_readiness = 1, .default_max_batch = 4, .shutdown_timeout_s = 30, .auto_complete_config = 1,
                 .max_tensor_elements = (int64_t)1 << 26, .max_request_elements = (int64_t)1 << 27,
-                .http_idle_timeout_s = 60},
+                .http_idle_timeout_s = 60, .http_header_timeout_s = 30, .http_body_timeout_s = 300},
         .log_info = 1, .log_warning = 1, .log_error = 1};
     f.loads = calloc((size_t)argc + 1, sizeof *f.loads);
     if (!f.loads) return 1;
@@ -466,8 +483,13 @@ int main(int argc, char **argv) {
         }
     }
     o.http_max_connections = fit_descriptor_limit(o.http_max_connections);
+    if (o.http_max_connections_per_ip)
+        log_info("HTTP connections from one address: at most %u open (--http-max-connections-per-ip)",
+                 o.http_max_connections_per_ip);
     log_info("HTTP connections: at most %u open (--http-max-connections), idle ones closed after %u s "
-             "(--http-idle-timeout; 0 = never)", o.http_max_connections, o.http_idle_timeout_s);
+             "(--http-idle-timeout; 0 = never); a request's headers must arrive within %u s (--http-header-timeout), "
+             "its body within %u s (--http-body-timeout; 0 = no deadline)", o.http_max_connections,
+             o.http_idle_timeout_s, o.http_header_timeout_s, o.http_body_timeout_s);
     server *s;
     serve_error e = {0};
     if (server_start(&o, &s, &e) != 0) {

@@ -6,7 +6,9 @@
  * its 413); the final callback decodes Content-Encoding and calls the route handler. A suspended request is
  * re-entered after MHD_resume_connection, when the finisher builds the response. The completion callback frees the
  * request and decrements the in-flight count. Connections are counted (MHD_OPTION_NOTIFY_CONNECTION) and refused
- * past max_connections by the accept policy; idle ones time out after idle_timeout_s (suspended ones never do). */
+ * past max_connections by the accept policy; idle ones time out after idle_timeout_s (suspended ones never do), and
+ * a request's headers and body must arrive within their deadlines (http_deadline.h: each connection's clock is
+ * opened and closed by the connection notifications, and moved on by the request callbacks). */
 #include "http_server.h"
 
 #include <errno.h>
@@ -21,15 +23,18 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "http_deadline.h"
 #include "listen_socket.h"
 #include "log.h"
 
 struct http_server {
     struct MHD_Daemon *d;
     http_options opt;
+    http_deadlines *deadlines; /* NULL when --http-header-timeout and --http-body-timeout are both off */
     _Atomic int inflight;
     _Atomic int connections;       /* open connections (MHD_OPTION_NOTIFY_CONNECTION) */
     _Atomic long long refused_log_s; /* when a refusal past max_connections was last logged (one line a second) */
+    _Atomic long long ip_refused_log_s; /* the same for max_connections_per_ip */
     int quiesced;
     MHD_socket listen_fd; /* handed back by MHD_quiesce_daemon: closed after MHD_stop_daemon (http_server_quiesce) */
 };
@@ -45,10 +50,13 @@ enum { REQ_READING, REQ_PENDING, REQ_ANSWERED };
 struct http_private {
     http_server *srv;
     struct MHD_Connection *conn;
+    http_clock *clock;            /* the connection's deadline clock (NULL: none) */
     char *buf;
     size_t len, cap;
     size_t expect;                /* Content-Length (0 when absent): the body buffer grows to it and no further */
     size_t received;              /* body bytes seen so far (kept or not) */
+    size_t full_chunk;            /* the largest body chunk so far, taken for a full read (peer_probe_due) */
+    long long probed_ms;          /* when peer_closed last looked at the client's end (monotonic ms) */
     char *inflated;
     int too_large;
     char *path;                   /* the decoded path r->url points to */
@@ -126,10 +134,32 @@ int http_request_client_gone(http_request *r) { return peek_peer(r->priv->conn) 
 
 /* The client closed its end (or its socket failed). libmicrohttpd's epoll loop is edge-triggered and takes a short
  * read as "drained", so a close that arrived together with the headers (or a part of the body) raises no new event
- * and is never read: the connection then waited for the rest of the body forever. Probed while a body is still due. */
+ * and is never read: the connection then waited for the rest of the body forever. Probed while a body is still due
+ * (at chunks peer_probe_due picks). */
 static int peer_closed(struct MHD_Connection *conn) {
     ssize_t n = peek_peer(conn);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* While a body streams in full reads, the client's end is looked at this often at most. */
+#define HTTP_PEER_PROBE_MS 100
+
+/* Whether a body chunk calls for peer_closed, a system call that each chunk of a large body used to pay. A close
+ * that came with the body's last bytes is missed only after a short read: libmicrohttpd clears a connection's
+ * read-ready state when a read comes back short, while after a full one it reads again and meets the close itself.
+ * A chunk as large as the largest so far is taken for a full read (the read buffer's size) and probed once every
+ * HTTP_PEER_PROBE_MS at most; any other is probed. That period also covers a client writing equal pieces that never
+ * fill the buffer: a close right after one is seen at its next probe-due chunk or, when none comes, by the idle
+ * timeout or the body deadline. */
+static int peer_probe_due(struct http_private *p, size_t chunk) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    int full = chunk == p->full_chunk;
+    if (chunk > p->full_chunk) p->full_chunk = chunk;
+    if (full && now_ms - p->probed_ms < HTTP_PEER_PROBE_MS) return 0;
+    p->probed_ms = now_ms;
+    return 1;
 }
 
 const char *http_request_header(http_request *r, const char *name) {
@@ -337,11 +367,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         p->resp_header_len = -1;
         atomic_fetch_add(&s->inflight, 1);
         *con_cls = r;
+        const union MHD_ConnectionInfo *sc = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        p->clock = sc ? sc->socket_context : NULL;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+        int body_follows = clen || MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (http_deadline_headers_done(s->deadlines, p->clock, body_follows) != 0) return MHD_NO; /* cut: closing */
         /* headers only so far: an answer queued here is sent without reading the body, and MHD closes after it */
         enum MHD_Result ret;
         if (decode_path(r, url, &ret) != 0 || refuse_bad_framing(r, &ret) != 0) return ret;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
         if (s->opt.authorize && s->opt.authorize(s->opt.ctx, r, &p->challenge, &p->deny) != 0) p->denied = 1;
         if (clen > s->opt.max_body) { /* before any 100 Continue: an Expect: 100-continue client never sends it */
             if (p->denied) { /* the missing token is the answer, as for any refused request */
@@ -388,8 +422,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
         }
         p->received += *upload_size;
+        size_t chunk = *upload_size;
         *upload_size = 0;
-        if (p->received < p->expect && peer_closed(conn)) return MHD_NO; /* the rest will never come */
+        if (http_deadline_cut(p->clock)) return MHD_NO; /* past --http-body-timeout: the connection is being closed */
+        if (p->received < p->expect && peer_probe_due(p, chunk) && peer_closed(conn))
+            return MHD_NO; /* the rest will never come */
         return MHD_YES;
     }
     if (p->state == REQ_PENDING) {
@@ -397,6 +434,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_response(r);
     }
     if (p->state == REQ_ANSWERED) return MHD_YES;
+    http_deadline_body_done(p->clock);
     serve_error e = {0};
     if (p->denied) {
         http_respond_error(r, &p->deny);
@@ -442,6 +480,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_server *s = cls;
     http_request *r = *con_cls;
     if (!r) return;
+    http_deadline_request_done(r->priv->clock); /* the connection may be kept alive for a next request */
     if (r->pending_free) r->pending_free(r->pending);
     free(r->priv->buf);
     free(r->priv->inflated);
@@ -452,12 +491,31 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&s->inflight, 1);
 }
 
+/* Nonzero at most once a second per *last (the monotonic second of the last yes): refusals under a flood of
+ * connections are logged once a second, not once each. */
+static int once_a_second(_Atomic long long *last_s) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long last = atomic_load(last_s);
+    return now.tv_sec > last && atomic_compare_exchange_strong(last_s, &last, (long long)now.tv_sec);
+}
+
+#define MHD_LIMIT_MESSAGE "Server reached connection limit"
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
+    http_server *s = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* libmicrohttpd's own limit is set out of reach (accept_policy is the limit), so this one is the per-address
+     * limit's refusal: once a second, named by its flag, instead of a line per refused connection */
+    if (s->opt.max_connections_per_ip && !strncmp(msg, MHD_LIMIT_MESSAGE, strlen(MHD_LIMIT_MESSAGE))) {
+        if (once_a_second(&s->ip_refused_log_s))
+            log_warn("%s: %u connections from one address are open (--http-max-connections-per-ip): new ones from "
+                     "it are closed at once", s->opt.what ? s->opt.what : "HTTP", s->opt.max_connections_per_ip);
+        return;
+    }
     log_warn("http: %s", msg);
 }
 
@@ -469,13 +527,20 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s) {
     return strlen(s);
 }
 
+/* Counts the connections and keeps each one's deadline clock in its socket context. libmicrohttpd notifies the
+ * close before it closes the descriptor, so the clock leaves the watcher's registry while the descriptor is valid. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
-    (void)conn;
-    (void)socket_context;
     http_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
-    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->connections, 1);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->connections, 1);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? http_deadline_open(s->deadlines, ci->connect_fd) : NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_deadline_close(s->deadlines, *socket_context);
+        *socket_context = NULL;
+        atomic_fetch_sub(&s->connections, 1);
+    }
 }
 
 /* Past max_connections a new connection is closed at once (the client sees its connection closed before any
@@ -487,10 +552,7 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     (void)addrlen;
     http_server *s = cls;
     if (!s->opt.max_connections || (unsigned)atomic_load(&s->connections) < s->opt.max_connections) return MHD_YES;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long long last = atomic_load(&s->refused_log_s);
-    if (now.tv_sec > last && atomic_compare_exchange_strong(&s->refused_log_s, &last, (long long)now.tv_sec))
+    if (once_a_second(&s->refused_log_s))
         log_warn("%s: %u connections are open (--http-max-connections): new connections are closed at once",
                  s->opt.what ? s->opt.what : "HTTP", s->opt.max_connections);
     return MHD_NO;
@@ -506,7 +568,12 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     /* bound here, not by libmicrohttpd, whose address reuse option also set SO_REUSEPORT: a second server then shared
      * the port (listen_socket.h) */
     int fd;
+    if (http_deadlines_start(opt->what, opt->header_timeout_s, opt->body_timeout_s, &s->deadlines, e) != 0) {
+        free(s);
+        return -1;
+    }
     if (listen_socket_open(opt->host, opt->port, opt->what ? opt->what : "HTTP", &fd, e) != 0) {
+        http_deadlines_stop(s->deadlines);
         free(s);
         return -1;
     }
@@ -519,9 +586,15 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     struct MHD_OptionItem limit[] = {{MHD_OPTION_CONNECTION_LIMIT, (intptr_t)(opt->max_connections * threads + threads),
                                       NULL}, {MHD_OPTION_END, 0, NULL}};
     if (!opt->max_connections) limit[0].option = MHD_OPTION_END;
+    /* per client address: libmicrohttpd's count (one table for the whole pool), checked before accept_policy; an
+     * IPv6 client is counted per full address */
+    struct MHD_OptionItem per_ip[] = {{MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)opt->max_connections_per_ip, NULL},
+                                      {MHD_OPTION_END, 0, NULL}};
+    if (!opt->max_connections_per_ip) per_ip[0].option = MHD_OPTION_END;
     s->d = MHD_start_daemon(flags, (uint16_t)opt->port, accept_policy, s, on_request, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool, MHD_OPTION_ARRAY, limit,
+                            MHD_OPTION_ARRAY, per_ip,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_CONNECTION_TIMEOUT, opt->idle_timeout_s,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
@@ -529,6 +602,7 @@ int http_server_start(const http_options *opt, http_server **out, serve_error *e
     if (!s->d) {
         /* not closed: libmicrohttpd may have closed it already on some failure paths, and closing a reused descriptor
          * would hit another file; the server does not start, so the process exits soon */
+        http_deadlines_stop(s->deadlines);
         free(s);
         return serve_fail(e, 500, "cannot serve %s on %s:%d (libmicrohttpd failed to start: its reason is logged "
                                   "above)", opt->what ? opt->what : "HTTP", opt->host, opt->port);
@@ -552,7 +626,8 @@ int http_server_inflight(http_server *s) { return s ? atomic_load(&s->inflight) 
 
 void http_server_stop(http_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->d);
+    MHD_stop_daemon(s->d); /* closes every connection: their clocks are gone before the watcher stops */
     if (s->quiesced && s->listen_fd != MHD_INVALID_SOCKET) close(s->listen_fd);
+    http_deadlines_stop(s->deadlines);
     free(s);
 }

@@ -48,8 +48,13 @@ typedef struct http_options {
     size_t max_body;              /* bytes after decompression; a larger Content-Length is refused (413) unread */
     unsigned idle_timeout_s;      /* a connection silent this long (reading a request, or kept alive between
                                    * requests) is closed; 0 = never. A request waiting on its answer is not idle */
+    unsigned header_timeout_s;    /* a request's line and headers must arrive within this of its start (the
+                                   * connection's opening, or its first byte on a kept-alive one); 0 = no deadline */
+    unsigned body_timeout_s;      /* a request's body must arrive within this of its headers' end; 0 = no deadline */
     unsigned max_connections;     /* open connections; past it a new one is closed at once. 0 = libmicrohttpd's
                                    * default (1020) */
+    unsigned max_connections_per_ip; /* open connections from one client address; past it a new one from there is
+                                   * closed at once. 0 = no such limit */
     http_handler handler;
     http_finisher finisher;
     http_authorizer authorize;    /* NULL: every request goes to the handler */

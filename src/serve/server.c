@@ -59,15 +59,18 @@ static int start_serving(const server_options *opt, server **out, serve_error *e
     if (repo_create(opt->model_repository, opt->control_mode, &lo, &s->repo, e) != 0) goto err;
     http_options ho = {.host = opt->host, .port = opt->http_port, .what = "HTTP", .threads = opt->http_threads,
                        .max_body = opt->max_input_bytes, .idle_timeout_s = opt->http_idle_timeout_s,
-                       .max_connections = opt->http_max_connections, .handler = kserve_handle,
+                       .header_timeout_s = opt->http_header_timeout_s, .body_timeout_s = opt->http_body_timeout_s,
+                       .max_connections = opt->http_max_connections,
+                       .max_connections_per_ip = opt->http_max_connections_per_ip, .handler = kserve_handle,
                        .finisher = kserve_finish, .authorize = kserve_authorize, .ctx = s};
     if (http_server_start(&ho, &s->http, e) != 0) goto err;
     if (opt->metrics_port > 0) {
         metrics_options mt = {.device = opt->device};
         if (metrics_create(&mt, &s->page, e) != 0) goto err;
-        /* the metrics page gets the same idle timeout, and few connections: a scraper needs one or two */
+        /* the metrics page gets the same timeouts, and few connections: a scraper needs one or two */
         http_options mo = {.host = opt->host, .port = opt->metrics_port, .what = "metrics", .threads = 1, .max_body = 1 << 16,
-                           .idle_timeout_s = opt->http_idle_timeout_s, .max_connections = SERVER_METRICS_CONNECTIONS,
+                           .idle_timeout_s = opt->http_idle_timeout_s, .header_timeout_s = opt->http_header_timeout_s,
+                           .body_timeout_s = opt->http_body_timeout_s, .max_connections = SERVER_METRICS_CONNECTIONS,
                            .handler = kserve_handle_metrics, .finisher = kserve_finish, .ctx = s};
         if (http_server_start(&mo, &s->metrics, e) != 0) goto err;
     }

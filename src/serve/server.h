@@ -32,7 +32,10 @@ typedef struct server_options {
     int http_threads;
     size_t max_input_bytes;
     unsigned http_idle_timeout_s;  /* --http-idle-timeout: a silent connection is closed after it (0 = never) */
+    unsigned http_header_timeout_s; /* --http-header-timeout: a request's line and headers arrive within it (0 = off) */
+    unsigned http_body_timeout_s;  /* --http-body-timeout: a request's body arrives within it of its headers (0 = off) */
     unsigned http_max_connections; /* --http-max-connections: open HTTP connections; past it new ones are closed */
+    unsigned http_max_connections_per_ip; /* --http-max-connections-per-ip: the same from one address (0 = off) */
     int64_t max_tensor_elements;   /* per input tensor of an infer request */
     int64_t max_request_elements;  /* summed over an infer request's inputs */
     auth_tokens tokens;            /* bearer tokens (auth.h); the server does not own them */

@@ -1,6 +1,9 @@
-"""The HTTP front end against hostile clients, over raw sockets: connection limits and idle timeouts
-(--http-max-connections, --http-idle-timeout), clients that close after their headers, request framing (RFC 9112
-6.3: no request smuggling), a too large body refused before it is read, and routing on the exact decoded path."""
+"""The HTTP front end against hostile clients, over raw sockets: connection limits, idle timeouts and request
+deadlines (--http-max-connections, --http-max-connections-per-ip, --http-idle-timeout, --http-header-timeout,
+--http-body-timeout), clients that close after their headers or in the middle of their body, request framing
+(RFC 9112 6.3: no request smuggling), a too large body refused before it is read, and routing on the exact decoded
+path."""
+import http.client
 import json
 import os
 import socket
@@ -106,6 +109,41 @@ def test_connection_limit_closes_new_connections_and_idle_ones_time_out(repo, st
     assert s.request("GET", "/v2/health/ready")[0] == 200
 
 
+def test_per_address_connection_limit(repo, start_server):
+    """--http-max-connections-per-ip: past it a new connection from that address is closed at once, one from another
+    address is still served, and a freed slot is taken again."""
+    s = start_server(repo, "--http-max-connections-per-ip", "5", "--http-threads", "2")
+    baseline(s)  # the start-up probes' connections closed
+    held = [connect(s) for _ in range(5)]
+    time.sleep(0.3)
+    extra = connect(s)
+    assert closed_by_server(extra, 2), "a sixth connection from 127.0.0.1 was not closed"
+    extra.close()
+    # the five are served (kept alive), and another loopback address is a different client
+    for c in held:
+        c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.recv(65536).startswith(b"HTTP/1.1 200")
+    other = socket.socket()
+    other.settimeout(5)
+    other.bind(("127.0.0.2", 0))
+    other.connect(("127.0.0.1", s.port))
+    other.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert read_all(other).startswith(b"HTTP/1.1 200")
+    other.close()
+    held.pop().close()
+    # the closed slot is free again once the server has seen the close
+    def served():
+        try:
+            return s.request("GET", "/v2/health/live", timeout=2)[0] == 200
+        except (ConnectionError, http.client.HTTPException):
+            return False
+    assert wait_for(served, 5)
+    logs = s.logs()
+    assert "--http-max-connections-per-ip" in logs and "Server reached connection limit" not in logs, logs[-2000:]
+    for c in held:
+        c.close()
+
+
 def test_stalled_headers_and_body_time_out(repo, start_server):
     s = start_server(repo, "--http-idle-timeout", "1")
     base = baseline(s)
@@ -122,6 +160,83 @@ def test_stalled_headers_and_body_time_out(repo, start_server):
     c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
     assert c.recv(65536).startswith(b"HTTP/1.1 200")
     assert read_all(c) == b""
+    c.close()
+
+
+def trickle(c, data, every):
+    """Sends data a byte at a time, `every` seconds apart (each byte resets the idle timeout), until the server
+    closes; returns how many bytes went out."""
+    for i, b in enumerate(data):
+        try:
+            c.sendall(bytes([b]))
+        except (BrokenPipeError, ConnectionResetError):
+            return i
+        time.sleep(every)
+    return len(data)
+
+
+def closed_by_server(c, timeout=5):
+    """True once the server closed the connection without an answer."""
+    c.settimeout(timeout)
+    try:
+        return read_all(c) == b""
+    except socket.timeout:
+        return False
+
+
+@pytest.mark.parametrize("phase", ["headers", "body", "kept-alive headers"])
+def test_trickling_client_is_cut_at_the_deadline(repo, start_server, phase):
+    """A byte every 0.3 s never trips the idle timeout (60 s); --http-header-timeout / --http-body-timeout end the
+    connection at their deadline, while a client sending at a normal pace is served."""
+    s = start_server(repo, "--http-header-timeout", "2", "--http-body-timeout", "2", "--http-threads", "2")
+    base = baseline(s)
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": [0.5] * 16}]}).encode()
+    head = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    c = connect(s)
+    if phase == "kept-alive headers":
+        # a first request answered, then longer idle than the header timeout: the silence before a request is the
+        # idle timeout's business, the clock starts with the next request's first byte
+        c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(3)
+    if phase == "body":
+        c.sendall(head)
+        data = body
+    else:
+        data = head + body
+    t0 = time.time()
+    sent = trickle(c, data, 0.3)
+    took = time.time() - t0
+    assert sent < len(data), "the whole request trickled in: no deadline"
+    assert closed_by_server(c), "the server answered the trickled request"
+    c.close()
+    # cut at the deadline: 2 s, plus at most a watcher tick and a trickle step (and slack for a loaded machine)
+    assert 1.8 <= took <= 3.5, took
+    assert "within 2 s" in s.logs() and ("--http-body-timeout" if phase == "body" else "--http-header-timeout") in s.logs()
+    assert wait_for(lambda: descriptors(s) <= base), f"{descriptors(s) - base} descriptors still held"
+    # a client at a normal pace is served: the body 1 s after the headers, within the 2 s deadline
+    c = connect(s)
+    c.sendall(head)
+    time.sleep(1)
+    c.sendall(body)
+    assert c.recv(65536).startswith(b"HTTP/1.1 200")
+    # and its kept-alive connection may stay silent longer than the header timeout, then send a request
+    time.sleep(2.5)
+    c.sendall(head + body)
+    assert c.recv(65536).startswith(b"HTTP/1.1 200")
+    c.close()
+
+
+def test_deadlines_off(repo, start_server):
+    """0 turns a deadline off: a request trickled over more than 2 s is answered."""
+    s = start_server(repo, "--http-header-timeout", "0", "--http-body-timeout", "0")
+    c = connect(s)
+    t0 = time.time()
+    req = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    assert trickle(c, req, 2.5 / len(req)) == len(req)
+    assert time.time() - t0 > 2
+    c.settimeout(5)
+    assert read_all(c).startswith(b"HTTP/1.1 200")
     c.close()
 
 
@@ -144,6 +259,31 @@ def test_clients_closing_after_headers_release_their_descriptors(repo, start_ser
         c = connect(s)
         body = b"" if i % 2 else b'{"inputs": '
         c.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + body)
+        c.close()
+    assert wait_for(lambda: descriptors(s) <= base, 5), f"{descriptors(s) - base} descriptors still held"
+    assert s.request("GET", "/v2/health/ready")[0] == 200
+
+
+@pytest.mark.parametrize("pace", ["bulk", "equal pieces"])
+def test_clients_closing_mid_body_release_their_descriptors(repo, start_server, pace):
+    """The client's end is not looked at after every body chunk (http_server.c peer_probe_due), yet a close in the
+    middle of a body is still seen at once: after a bulk of full reads (1 MiB of a declared 2 MiB), and after equal
+    pieces smaller than the read buffer, 0.15 s apart (the probe's period is 0.1 s). Idle timeout and body deadline
+    off, so only the probe can free the connection."""
+    s = start_server(repo, "--http-idle-timeout", "0", "--http-body-timeout", "0", "--http-threads", "2")
+    base = baseline(s)
+    clients = []
+    for _ in range(4):
+        c = connect(s)
+        c.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (2 << 20))
+        clients.append(c)
+    for c in clients:
+        if pace == "bulk":
+            c.sendall(b" " * (1 << 20))
+        else:
+            for _ in range(5):
+                c.sendall(b" " * 1000)
+                time.sleep(0.15)
         c.close()
     assert wait_for(lambda: descriptors(s) <= base, 5), f"{descriptors(s) - base} descriptors still held"
     assert s.request("GET", "/v2/health/ready")[0] == 200
@@ -251,6 +391,7 @@ def test_long_path_is_refused_not_cut(repo, start_server):
 def test_flag_values_are_checked(repo, start_server):
     import subprocess
     from conftest import SERVER
-    for flag, value in (("--http-idle-timeout", "-1"), ("--http-max-connections", "0")):
+    for flag, value in (("--http-idle-timeout", "-1"), ("--http-max-connections", "0"), ("--http-header-timeout", "-1"),
+                        ("--http-body-timeout", "x"), ("--http-max-connections-per-ip", "-1")):
         p = subprocess.run([SERVER, "--model-repository", str(repo), flag, value], capture_output=True, text=True)
         assert p.returncode == 2 and flag in p.stderr, p.stderr

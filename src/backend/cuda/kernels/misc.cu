@@ -121,9 +121,10 @@ loss_kernel(const T *x, cinfer_dtype tt, const void *target, const T *weight, T 
         double l = 0, w = 0;
         if (!(a.has_ignore && t == a.ignore_index)) {
             if (t < 0 || t >= C) {
-                // the CPU reports an error; a device kernel cannot, so the result says NaN
+                // the CPU refuses it: NaN here, and the run fails through the index flag
                 l = NAN;
                 w = NAN;
+                cuda_report_bad_index(a.check);
             } else {
                 w = weight ? (double)load<T>(weight[t]) : 1.0;
                 l = -w * ((double)load<T>(x[base + t * D]) - shift);

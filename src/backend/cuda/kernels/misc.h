@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/kernels/index_check.h"
 #include "cinfer/cinfer.h"
 
 #ifdef __cplusplus
@@ -26,13 +27,15 @@ cudaError_t cuda_misc_cum(cinfer_dtype dtype, bool prod, const void *x, void *y,
 
 /* NegativeLogLikelihoodLoss (softmax false) and SoftmaxCrossEntropyLoss over x [N, C, D...] (D: the product of
  * the trailing dims), target [N, D...] (int32 or int64), optional weight [C]. reduction none writes loss [N, D...];
- * sum and mean write one value, reduced without atomics in a fixed order through `partials`. */
+ * sum and mean write one value, reduced without atomics in a fixed order through `partials`. A target outside
+ * [0, C) that is not ignore_index makes its loss NaN and is reported through `check` (the CPU refuses it). */
 typedef struct cuda_loss_args {
     bool softmax;
     int reduction; /* 0 none, 1 sum, 2 mean */
     bool has_ignore;
     int64_t ignore_index;
     int64_t N, C, D;
+    cuda_index_check check;
 } cuda_loss_args;
 /* Doubles of scratch the reduced losses need for partial sums (0 for reduction none). */
 size_t cuda_misc_loss_partials(const cuda_loss_args *a);

@@ -191,6 +191,17 @@ cudaError_t movement_launch_scatter_elements_keys(void *scratch, const void *idx
                                                   const movement_elements_args *a, int64_t rows, uint64_t sentinel,
                                                   cuda_index_check check, cudaStream_t stream);
 
+/* Checks `rows` index rows of k values each, value j of a row against dims[j] (negative ones wrapping once), and
+ * reports one out of range through `check`, moving nothing. For an op with nothing to move (an empty output, slice
+ * or data) whose indices the CPU still checks one by one: Gather and ScatterElements (k = 1, the axis), GatherND and
+ * ScatterND (the indexed dims). */
+typedef struct movement_index_rows_args {
+    int k;
+    int64_t dims[CINFER_MAX_DIMS];
+} movement_index_rows_args;
+cudaError_t movement_launch_index_rows_check(const void *idx, bool idx_is_64, const movement_index_rows_args *a,
+                                             int64_t rows, cuda_index_check check, cudaStream_t stream);
+
 /* Clears check.flag in stream order (after the work queued before it), for a run that follows one whose end the
  * host never waited for (cinfer_session_run_device). */
 cudaError_t movement_launch_index_check_reset(cuda_index_check check, cudaStream_t stream);

@@ -21,13 +21,6 @@ __device__ __forceinline__ bool wrap_index(int64_t &v, int64_t size) {
     return v >= 0 && v < size;
 }
 
-// An index out of range: leaves the node's tag in the flag unless an earlier report is there (the first node that
-// met one is named). Plain volatile accesses, not atomics: the flag is host memory, and any of the racing writers'
-// tags (all this node's) will do. Only bad indices pay for it.
-__device__ __forceinline__ void report_bad_index(const cuda_index_check &c) {
-    if (c.flag && *(volatile int *)c.flag == 0) *(volatile int *)c.flag = c.tag;
-}
-
 // ---------------------------------------------------------------- gathers
 
 // U: index arithmetic type (uint32_t when every offset fits, else uint64_t).
@@ -41,7 +34,7 @@ __global__ void gather_kernel(T *__restrict__ dst, const T *__restrict__ src, co
             dst[i] = src[(o * axis_size + (U)v) * inner + e];
         } else {
             dst[i] = T{};
-            report_bad_index(check);
+            cuda_report_bad_index(check);
         }
     }
 }
@@ -62,7 +55,7 @@ __global__ void gather_elements_kernel(T *__restrict__ dst, const T *__restrict_
             dst[i] = src[off + v * a.data_strides[a.axis]];
         } else {
             dst[i] = T{};
-            report_bad_index(check);
+            cuda_report_bad_index(check);
         }
     }
 }
@@ -81,7 +74,7 @@ __global__ void gather_nd_kernel(T *__restrict__ dst, const T *__restrict__ src,
             else valid = false;
         }
         dst[i] = valid ? src[off + e] : T{};
-        if (!valid) report_bad_index(check);
+        if (!valid) cuda_report_bad_index(check);
     }
 }
 
@@ -154,7 +147,7 @@ __global__ void scatter_nd_keys_kernel(uint64_t *keys, int64_t *rows_of, const I
         }
         keys[r] = valid ? (uint64_t)slot : sentinel;
         rows_of[r] = r;
-        if (!valid) report_bad_index(check);
+        if (!valid) cuda_report_bad_index(check);
     }
 }
 
@@ -173,7 +166,7 @@ __global__ void scatter_elements_keys_kernel(uint64_t *keys, int64_t *rows_of, c
         const bool valid = wrap_index(v, a.axis_size);
         keys[i] = valid ? (uint64_t)(off + v * a.data_strides[a.axis]) : sentinel;
         rows_of[i] = i;
-        if (!valid) report_bad_index(check);
+        if (!valid) cuda_report_bad_index(check);
     }
 }
 
@@ -230,6 +223,15 @@ __global__ void scatter_reduce_kernel(T *dst, const T *__restrict__ upd, const u
     }
 }
 
+template <typename Idx>
+__global__ void index_rows_check_kernel(const Idx *__restrict__ idx, const __grid_constant__ movement_index_rows_args a,
+                                        int64_t total, const cuda_index_check check) {
+    CUDA_GRID_STRIDE(i, total) {
+        int64_t v = (int64_t)idx[i];
+        if (!wrap_index(v, a.dims[i % a.k])) cuda_report_bad_index(check);
+    }
+}
+
 __global__ void index_check_reset_kernel(int *flag) { *(volatile int *)flag = 0; }
 
 cudaError_t sort_storage_bytes(int64_t rows, int key_bits, size_t *bytes) {
@@ -262,7 +264,7 @@ __device__ void lookup_piece_copy(const movement_lookup_batch &b, const movement
         if (v < 0) v += p.rows;
         U out{};
         if (v >= 0 && v < p.rows) out = src[v * row + d];
-        else report_bad_index(b.check);
+        else cuda_report_bad_index(b.check);
         dst[o * width + col0 + c] = out;
     }
 }
@@ -390,6 +392,18 @@ extern "C" cudaError_t movement_launch_onehot(void *dst, const void *idx, cinfer
                                                                inner, total);
             return cudaGetLastError();
         });
+    });
+}
+
+extern "C" cudaError_t movement_launch_index_rows_check(const void *idx, bool idx_is_64,
+                                                        const movement_index_rows_args *a, int64_t rows,
+                                                        cuda_index_check check, cudaStream_t stream) {
+    int64_t total = rows * a->k;
+    if (total <= 0 || !check.flag) return cudaSuccess;
+    return dispatch_index(idx_is_64, [&](auto itag) {
+        using Idx = typename decltype(itag)::type;
+        index_rows_check_kernel<Idx><<<grid_for(total), kBlock, 0, stream>>>((const Idx *)idx, *a, total, check);
+        return cudaGetLastError();
     });
 }
 

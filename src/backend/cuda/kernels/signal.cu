@@ -133,6 +133,7 @@ __global__ void roi_align_kernel(const T *x, cinfer_dtype rt, const void *rois, 
         int64_t r = rc / a.C, c = rc % a.C;
         int64_t b = load_int_any(bidx, it, r);
         double roi[4];
+        if (b < 0 || b >= a.N) cuda_report_bad_index(a.check); // the CPU refuses it
         bool bad = b < 0 || b >= a.N || H <= 0 || W <= 0;
         for (int k = 0; k < 4; k++) {
             roi[k] = load_any(rois, rt, r * 4 + k);
@@ -219,6 +220,7 @@ __global__ void max_roi_pool_kernel(const T *x, cinfer_dtype rt, const void *roi
         int64_t r = rc / a.C, c = rc % a.C;
         double bv = load_any(rois, rt, r * 5);
         bool bad = !(bv >= 0 && bv < (double)a.N);
+        if (bad) cuda_report_bad_index(a.check); // the CPU refuses it
         double v[4];
         for (int k = 0; k < 4; k++) {
             v[k] = load_any(rois, rt, r * 5 + 1 + k) * a.spatial_scale;
@@ -255,6 +257,32 @@ cudaError_t launch_max_roi_pool(const void *x, cinfer_dtype rt, const void *rois
                                 cudaStream_t s) {
     max_roi_pool_kernel<T><<<grid_for(a->R * a->C * a->PH * a->PW), kBlock, 0, s>>>((const T *)x, rt, rois, (T *)y,
                                                                                     *a);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------- ROI batch indices alone
+
+// For rois whose output is empty (no channels or bins), which compute nothing but whose batch indices the CPU still
+// checks: one out of range is reported. bidx NULL: MaxRoiPool's, column 0 of each roi.
+__global__ void roi_batch_check_kernel(cinfer_dtype rt, const void *rois, cinfer_dtype it, const void *bidx,
+                                       cuda_roi_args a) {
+    CUDA_GRID_STRIDE(r, a.R) {
+        bool ok;
+        if (bidx) {
+            int64_t b = load_int_any(bidx, it, r);
+            ok = b >= 0 && b < a.N;
+        } else {
+            double bv = load_any(rois, rt, r * 5);
+            ok = bv >= 0 && bv < (double)a.N;
+        }
+        if (!ok) cuda_report_bad_index(a.check);
+    }
+}
+
+cudaError_t launch_roi_batch_check(cinfer_dtype rt, const void *rois, cinfer_dtype it, const void *bidx,
+                                   const cuda_roi_args *a, cudaStream_t s) {
+    if (a->R <= 0 || !a->check.flag) return cudaSuccess;
+    roi_batch_check_kernel<<<grid_for(a->R), kBlock, 0, s>>>(rt, rois, it, bidx, *a);
     return cudaGetLastError();
 }
 
@@ -393,7 +421,8 @@ extern "C" cudaError_t cuda_signal_mel(cinfer_dtype dtype, void *y, int64_t bins
 extern "C" cudaError_t cuda_signal_roi_align(cinfer_dtype dtype, const void *x, cinfer_dtype rois_dtype,
                                              const void *rois, cinfer_dtype index_dtype, const void *batch_indices,
                                              void *y, const cuda_roi_args *a, cudaStream_t stream) {
-    if (a->R * a->C * a->PH * a->PW <= 0) return cudaSuccess;
+    if (a->R * a->C * a->PH * a->PW <= 0)
+        return launch_roi_batch_check(rois_dtype, rois, index_dtype, batch_indices, a, stream);
     CUDA_DISPATCH_FLOATS(dtype, T,
                          return launch_roi_align<T>(x, rois_dtype, rois, index_dtype, batch_indices, y, a, stream),
                          return cudaErrorInvalidValue);
@@ -403,7 +432,8 @@ extern "C" cudaError_t cuda_signal_roi_align(cinfer_dtype dtype, const void *x, 
 extern "C" cudaError_t cuda_signal_max_roi_pool(cinfer_dtype dtype, const void *x, cinfer_dtype rois_dtype,
                                                 const void *rois, void *y, const cuda_roi_args *a,
                                                 cudaStream_t stream) {
-    if (a->R * a->C * a->PH * a->PW <= 0) return cudaSuccess;
+    if (a->R * a->C * a->PH * a->PW <= 0)
+        return launch_roi_batch_check(rois_dtype, rois, CINFER_DTYPE_UNDEFINED, NULL, a, stream);
     CUDA_DISPATCH_FLOATS(dtype, T, return launch_max_roi_pool<T>(x, rois_dtype, rois, y, a, stream),
                          return cudaErrorInvalidValue);
     return cudaErrorInvalidValue;

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/kernels/index_check.h"
 #include "cinfer/cinfer.h"
 
 #ifdef __cplusplus
@@ -36,11 +37,15 @@ typedef struct cuda_roi_args {
     int64_t sampling_ratio; /* RoiAlign */
     bool max_mode;          /* RoiAlign: max instead of avg */
     bool half_pixel;        /* RoiAlign: coordinate_transformation_mode half_pixel */
+    cuda_index_check check; /* where a batch index out of range is reported */
 } cuda_roi_args;
-/* Invalid ROIs (batch index out of range, non-finite coordinates) give NaN (the CPU reports an error). */
+/* Invalid ROIs (batch index out of range, non-finite coordinates) give NaN (the CPU refuses them); a batch index
+ * out of range is also reported through a->check, so the run fails as on the CPU, and is checked even where the
+ * output is empty (no channels or bins). */
 cudaError_t cuda_signal_roi_align(cinfer_dtype dtype, const void *x, cinfer_dtype rois_dtype, const void *rois,
                                   cinfer_dtype index_dtype, const void *batch_indices, void *y,
                                   const cuda_roi_args *a, cudaStream_t stream);
+/* The same for MaxRoiPool, whose batch index is column 0 of each roi. */
 cudaError_t cuda_signal_max_roi_pool(cinfer_dtype dtype, const void *x, cinfer_dtype rois_dtype, const void *rois,
                                      void *y, const cuda_roi_args *a, cudaStream_t stream);
 

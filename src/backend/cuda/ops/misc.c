@@ -74,6 +74,7 @@ static cinfer_status run_loss(cuda_exec *x, const graph_node *n, const tensor *i
     a.C = X->dims[1];
     a.D = 1;
     for (int d = 2; d < X->ndim; d++) a.D *= X->dims[d];
+    a.check = x->index_check;
     void *log_prob = a.softmax && num_out > 1 && out[1].data ? out[1].data : NULL;
     size_t parts = cuda_misc_loss_partials(&a);
     double *partials = NULL;

@@ -170,14 +170,25 @@ static cinfer_status run_slice(cuda_exec *x, const graph_node *n, const tensor *
 
 /* ---------------------------------------------------------------- gathers */
 
+/* The indices of a gather or scatter that moves nothing (an empty output, slice or data) are still checked, as the
+ * CPU checks each one: rows of k values, value j against dims[j]. */
+static cinfer_status check_indices_only(cuda_exec *x, const graph_node *n, const tensor *idx, int k,
+                                        const int64_t *dims, int64_t rows) {
+    movement_index_rows_args a = {.k = k};
+    for (int j = 0; j < k; j++) a.dims[j] = dims[j];
+    return cuda_check_launch(n, "index check",
+                             movement_launch_index_rows_check(idx->data, idx->dtype == CINFER_DTYPE_INT64, &a, rows,
+                                                              x->index_check, x->stream));
+}
+
 static cinfer_status run_gather(cuda_exec *x, const graph_node *n, const tensor *in, int num_in, tensor *out,
                                 int num_out) {
     (void)num_in; (void)num_out;
     const tensor *data = &in[0], *idx = &in[1];
     CINFER_TRY(check_copyable(n, data));
     CINFER_TRY(check_index_dtype(n, idx, "indices"));
-    if (tensor_numel(&out[0]) == 0) return CINFER_OK;
     int r = data->ndim, axis = normalize_axis(graph_attr_int(n, "axis", 0), r);
+    if (tensor_numel(&out[0]) == 0) return check_indices_only(x, n, idx, 1, &data->dims[axis], tensor_numel(idx));
     return cuda_check_launch(n, "gather",
                              movement_launch_gather(out[0].data, data->data, idx->data, idx->dtype == CINFER_DTYPE_INT64,
                                                     cinfer_dtype_size(data->dtype), prod(data->dims, 0, axis),
@@ -259,9 +270,9 @@ static cinfer_status run_gather_nd(cuda_exec *x, const graph_node *n, const tens
     const tensor *data = &in[0], *idx = &in[1];
     CINFER_TRY(check_copyable(n, data));
     CINFER_TRY(check_index_dtype(n, idx, "indices"));
-    if (tensor_numel(&out[0]) == 0) return CINFER_OK;
     int r = data->ndim, q = idx->ndim, b = (int)graph_attr_int(n, "batch_dims", 0);
     int k = (int)idx->dims[q - 1];
+    if (tensor_numel(&out[0]) == 0) return check_indices_only(x, n, idx, k, &data->dims[b], prod(idx->dims, 0, q - 1));
     int64_t ds[CINFER_MAX_DIMS];
     tensor_strides(data, ds);
     movement_gather_nd_args a = {.k = k, .per_batch = prod(idx->dims, b, q - 1), .slice = prod(data->dims, b + k, r),
@@ -326,7 +337,7 @@ static cinfer_status run_scatter_nd(cuda_exec *x, const graph_node *n, const ten
     void *scratch;
     size_t scratch_bytes = 0;
     CINFER_TRY(scatter_begin(x, n, in, out, red, rows, sentinel, &scratch, &scratch_bytes));
-    if (!scratch || slice == 0) return CINFER_OK;
+    if (!scratch || slice == 0) return check_indices_only(x, n, idx, k, data->dims, rows); /* empty data or slices */
     movement_scatter_nd_args a = {.k = k};
     for (int j = 0; j < k; j++) {
         a.dims[j] = data->dims[j];
@@ -353,9 +364,9 @@ static cinfer_status run_scatter_elements(cuda_exec *x, const graph_node *n, con
     void *scratch;
     size_t scratch_bytes = 0;
     CINFER_TRY(scatter_begin(x, n, in, out, red, rows, sentinel, &scratch, &scratch_bytes));
-    if (!scratch) return CINFER_OK;
     movement_elements_args a;
     elements_args(&a, n, data, idx);
+    if (!scratch) return check_indices_only(x, n, idx, 1, &a.axis_size, rows); /* empty data */
     bool idx64 = idx->dtype == CINFER_DTYPE_INT64;
     CINFER_TRY(cuda_check_launch(n, "scatter elements keys",
                                  movement_launch_scatter_elements_keys(scratch, idx->data, idx64, &a, rows, sentinel,

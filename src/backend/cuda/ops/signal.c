@@ -83,10 +83,10 @@ static cinfer_status run_roi_align(cuda_exec *x, const graph_node *n, const tens
     a.half_pixel = p.half_pixel;
     a.sampling_ratio = p.sampling_ratio;
     a.spatial_scale = p.spatial_scale;
+    a.check = x->index_check;
     tensor host[3]; /* checked when both are known on the host */
     cuda_host_views(in, 3, host);
     CINFER_TRY(signal_check_roi_align(n, &host[1], &host[2], a.N));
-    if (tensor_numel(y) == 0) return CINFER_OK;
     return cuda_check_launch(n, "RoiAlign",
                              cuda_signal_roi_align(X->dtype, X->data, rois->dtype, rois->data, bidx->dtype, bidx->data,
                                                    y->data, &a, x->stream));
@@ -106,10 +106,10 @@ static cinfer_status run_max_roi_pool(cuda_exec *x, const graph_node *n, const t
     a.N = X->dims[0], a.C = X->dims[1], a.H = X->dims[2], a.W = X->dims[3];
     a.R = y->dims[0], a.PH = y->dims[2], a.PW = y->dims[3];
     a.spatial_scale = graph_attr_float(n, "spatial_scale", 1.0f);
+    a.check = x->index_check;
     tensor view; /* checked when known on the host */
     cuda_host_views(rois, 1, &view);
     CINFER_TRY(signal_check_max_roi_pool(n, &view, a.N, a.spatial_scale));
-    if (tensor_numel(y) == 0) return CINFER_OK;
     return cuda_check_launch(n, "MaxRoiPool",
                              cuda_signal_max_roi_pool(X->dtype, X->data, rois->dtype, rois->data, y->data, &a,
                                                       x->stream));
