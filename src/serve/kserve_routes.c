@@ -105,6 +105,7 @@ typedef struct infer_job {
     cinfer_tensor tensors_inline[4];
     model_version *mv;
     http_request *http;
+    bool half_closed;         /* the client had shut down its side when its request was queued: it awaits the answer */
     serve_error error;        /* set when queueing, running or encoding failed */
     char *body;               /* encoded response */
     size_t body_len, json_len;
@@ -138,13 +139,13 @@ static void infer_done(model_request *req) {
 }
 
 /* A request taken within INFER_PROBE_AFTER_NS of its arrival is not probed: its client is there a moment ago, and the
- * probe is a system call per request (a disconnect that quick is noticed when the response is sent, as one during
- * the run). The probe is for requests that waited in the queue. */
+ * probe is a system call (a disconnect that quick is noticed when the response is sent, as one during the run). The
+ * probe is for requests that waited in the queue, from clients that had not half-closed when it was queued. */
 #define INFER_PROBE_AFTER_NS 1000000u
 
 static int infer_cancelled(model_request *req) {
     infer_job *j = req->user;
-    if (stats_now_ns() - req->arrival_ns < INFER_PROBE_AFTER_NS) return 0;
+    if (j->half_closed || stats_now_ns() - req->arrival_ns < INFER_PROBE_AFTER_NS) return 0;
     return http_request_client_gone(j->http);
 }
 
@@ -238,6 +239,9 @@ static http_result handle_infer(server *s, http_request *r, const char *name, co
     j->req.arrival_ns = arrival;
     j->req.done = infer_done;
     j->req.cancelled = infer_cancelled;
+    /* A close already there when the request is whole came with it: a half-close (shutdown of the sending side, which
+     * HTTP/1.1 allows) from a client still reading, unlike one that closes later, while its request waits. */
+    j->half_closed = http_request_client_gone(r);
     j->req.user = j;
     r->pending = j;
     r->pending_free = infer_job_free;
