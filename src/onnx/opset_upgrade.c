@@ -198,9 +198,9 @@ static cinfer_status add_scalar_like(const upgrade_node *u, const char *what, do
 
 /* Add/Sub/Mul/Div/Pow/And/Or/Xor/Equal/Greater/Less before 7: broadcast = 1 lets B match a contiguous block of A's
  * dims starting at `axis` (suffix matching without axis, which numpy broadcasting already is). B is reshaped with
- * trailing 1s so numpy broadcasting lines it up the same way: statically when A's rank is known at load, else by
- * a small shape subgraph (Shape(A, start) -> its length -> that many 1s), which constant folding removes when the
- * shapes become known. */
+ * trailing 1s so numpy broadcasting lines it up the same way: statically when A's rank is known at load or the
+ * axis is negative, else by a small shape subgraph (Shape(A, start) -> its length -> that many 1s), which constant
+ * folding removes when the shapes become known. */
 static cinfer_status upgrade_broadcast(const upgrade_node *u) {
     graph_node *n = node_of(u);
     const graph_attr *ba = find_attr(n, "broadcast"), *aa = find_attr(n, "axis");
@@ -218,20 +218,20 @@ static cinfer_status upgrade_broadcast(const upgrade_node *u) {
     if (rank_b < 0)
         return refuse(u, "axis", "broadcast = 1 with axis %lld needs the rank of input B at load (give it a "
                       "value_info or make it an initializer)", (long long)axis);
-    if (axis < 0) {
-        if (rank_a < 0)
-            return refuse(u, "axis", "a negative axis (%lld) needs the rank of input A at load", (long long)axis);
-        axis += rank_a;
-    }
+    if (axis < 0 && rank_a >= 0 && axis + rank_a < 0)
+        return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': %s version %d, axis %lld does not fit A of rank %d",
+                          n->name, n->op_type, u->version, (long long)axis, rank_a);
     drop_attr(n, "broadcast");
     drop_attr(n, "axis");
     if (rank_b == 0) return CINFER_OK; /* a scalar broadcasts anywhere */
     int64_t keep[CINFER_MAX_DIMS + 1];
     for (int d = 0; d < rank_b; d++) keep[d] = 0; /* Reshape's 0: this dim as it is */
     int new_shape = -1;
-    if (rank_a >= 0) {
-        int64_t trailing = rank_a - axis - rank_b;
-        if (trailing < 0 || axis < 0)
+    if (axis < 0 || rank_a >= 0) {
+        /* B's last dim lines up with A's dim axis + rank_b - 1: a negative axis counts from A's end, so the number
+         * of trailing 1s it needs does not depend on A's rank */
+        int64_t trailing = axis < 0 ? -axis - rank_b : rank_a - axis - rank_b;
+        if (trailing < 0)
             return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': %s version %d, axis %lld with B of rank %d does "
                               "not fit A of rank %d", n->name, n->op_type, u->version, (long long)axis, rank_b, rank_a);
         if (trailing == 0) return CINFER_OK;
@@ -293,7 +293,20 @@ static cinfer_status upgrade_squeeze(const upgrade_node *u) {
     return attr_to_input(u, "axes", 1, strcmp(node_of(u)->op_type, "Unsqueeze") == 0);
 }
 static cinfer_status upgrade_reduce_sum(const upgrade_node *u) { return attr_to_input(u, "axes", 1, false); }
-static cinfer_status upgrade_topk(const upgrade_node *u) { return attr_to_input(u, "k", 1, false); }
+/* TopK-1's k is an int attribute; TopK-10's K input a 1-D int64 tensor of one element. */
+static cinfer_status upgrade_topk(const upgrade_node *u) {
+    const graph_attr *k = find_attr(node_of(u), "k");
+    if (!k) return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': TopK version 1 needs the attribute 'k'",
+                              node_of(u)->name);
+    if (k->type != ATTR_INT) return refuse(u, "k", "expected an int, the file has attribute type %d", k->type);
+    if (has_input(node_of(u), 1))
+        return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': TopK version 1 has both the attribute 'k' and input 1",
+                          node_of(u)->name);
+    int c = -1;
+    CINFER_TRY(add_i64_vector(u, "k", &k->i, 1, &c));
+    drop_attr(node_of(u), "k");
+    return set_input(u, 1, c);
+}
 
 static cinfer_status upgrade_slice(const upgrade_node *u) {
     CINFER_TRY(attr_to_input(u, "starts", 1, true));
