@@ -92,6 +92,23 @@ def test_upsample9_scales_input(lib):
     check(lib, m, {"x": x}, lambda: [x.repeat(2, axis=2).repeat(2, axis=3)])
 
 
+@pytest.mark.parametrize("opset,mode,transform", [(10, "linear", None), (10, "nearest", None),
+                                                  (11, "linear", "half_pixel"), (11, "linear", "align_corners"),
+                                                  (11, "nearest", "asymmetric"), (12, "cubic", "pytorch_half_pixel")])
+def test_resize_10_to_12_read_at_their_own_opset(lib, opset, mode, transform):
+    # no node-test variant reaches these (onnx's converter has no Resize-13 -> 12 adapter)
+    x = x_of(1, 2, 3, 4)
+    scales = np.array([1, 1, 2, 1.5], np.float32)
+    attrs = {"mode": mode}
+    if transform:
+        attrs["coordinate_transformation_mode"] = transform
+    inputs = ["x", "scales"] if opset == 10 else ["x", "roi", "scales"]
+    inits = {"scales": scales} if opset == 10 else {"roi": np.zeros(0, np.float32), "scales": scales}
+    m = model(opset, [helper.make_node("Resize", inputs, ["y"], "rs", **attrs)], [("x", F, [1, 2, 3, 4])],
+              [("y", F, None)], inits)
+    check(lib, m, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
 def test_slice1_attributes(lib):
     x = x_of(4, 5, 6)
     m = model(9, [helper.make_node("Slice", ["x"], ["y"], "s", starts=[1, -4], ends=[3, 1000], axes=[0, 2])],
