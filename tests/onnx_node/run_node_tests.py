@@ -14,8 +14,8 @@ ops exist but whose dtype or attribute a kernel refuses with CINFER_ERR_UNSUPPOR
 With --old-opsets the cases are instead every case's variants at the earlier opsets where one of its ops changed
 (old_opset_variants.py: converted down with onnx's version converter, or relabelled where the converter vouches
 that nothing changed), compared with the original case's expected outputs; their failures are listed in
-expected_failures_old_opsets.txt, and fewer variants than MIN_OLD_OPSET_VARIANTS fails the run. Variants the
-converter cannot produce are counted per reason, not failed.
+expected_failures_old_opsets.txt, and fewer variants than MIN_OLD_OPSET_VARIANTS, or fewer passing than
+MIN_OLD_OPSET_PASSED, fails the run. Variants the converter cannot produce are counted per reason, not failed.
 
 Usage: run_node_tests.py [--filter REGEX] [--verbose] [--list-failures] [--device cpu|cuda[:N]]
                          [--old-opsets [--jobs N] [--list-not-produced]]
@@ -40,6 +40,7 @@ from cinfer_ctypes import CinferError, Library, Session, STATUS_UNSUPPORTED  # n
 
 MIN_CASES = 1884  # onnx 1.23.2 generates this many node cases
 MIN_OLD_OPSET_VARIANTS = 3510  # the variants old_opset_variants.py makes of them with onnx 1.23.2
+MIN_OLD_OPSET_PASSED = 2790  # of which pass: a mapping that starts refusing (CINFER_ERR_UNSUPPORTED) drops it
 EXPECTED_FAILURES = HERE / "expected_failures.txt"
 EXPECTED_FAILURES_OLD_OPSETS = HERE / "expected_failures_old_opsets.txt"
 # Old ops the loader rewrites into others (src/onnx/opset_upgrade.c): supported wherever what they become is
@@ -217,6 +218,8 @@ def main():
     problems = []
     if not args.filter and total_found < floor:
         problems.append(f"only {total_found} {what} found, expected at least {floor}")
+    if not args.filter and args.old_opsets and counts["passed"] < MIN_OLD_OPSET_PASSED:
+        problems.append(f"only {counts['passed']} old-opset variants passed, expected at least {MIN_OLD_OPSET_PASSED}")
     for name, (status, detail) in sorted(results.items()):
         if status == "failed" and name not in listed:
             problems.append(f"UNEXPECTED FAILURE {name}: {detail}")
