@@ -242,7 +242,7 @@ class Producer:
                                     case.rtol, case.atol))
                 continue
             # down from the lowest relabelled opset above t: the converter lacks the down adapters of most
-            # type-only steps (Slice-13 -> 12) but has those that turn inputs back into attributes (Slice-10 -> 9)
+            # type-only steps (Unsqueeze-13 -> 12) but has those that turn inputs back into attributes (-> 11)
             start = min((r for r in vouched if r > t and not coercion_problem(case.model, r)),
                         default=default_opset(case.model))
             if start not in sources:
