@@ -14,9 +14,9 @@
  *   - Upsample becomes Resize-10 (whose semantics it has), Scatter becomes ScatterElements.
  * Versions whose changes the schemas already follow from the node's opset keep it (Softmax/LogSoftmax/Hardmax's
  * 2-D coercion before 13, Resize-10, MaxPool/AveragePool without the later attributes). Whatever is left is refused
- * by name: any attribute a later version dropped that a mapping did not consume (the table lists them), Scan-8,
- * Tile-1, training-mode is_test = 0 and spatial = 0. A rewritten node records opset 13 (Resize-10 for Upsample), so
- * the schemas read it with today's semantics.
+ * by name: an attribute the node's version does not define (invalid model), any attribute a later version dropped
+ * that a mapping did not consume (the table lists them), Scan-8, Tile-1, training-mode is_test = 0 and spatial = 0.
+ * A rewritten node records opset 13 (Resize-10 for Upsample), so the schemas read it with today's semantics.
  */
 #include "onnx/opset_upgrade.h"
 
@@ -36,6 +36,7 @@ typedef struct opset_op_history {
     int deprecated;                   /* since_version of the schema that deprecates the op, 0 if none */
     unsigned char since[16];          /* opsets at which its versions came in, ascending */
     const char *dropped[16];          /* per version: attributes the previous version had and it lacks */
+    const char *attributes[16];       /* per version: the attributes it defines */
 } opset_op_history;
 
 #include "onnx/opset_table.inc"
@@ -577,6 +578,30 @@ static cinfer_status check_dropped_attrs(const upgrade_node *u, int from_index, 
     return CINFER_OK;
 }
 
+/* Whether space-separated `list` holds `name`. */
+static bool list_has(const char *list, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t word = strcspn(p, " ");
+        if (word == len && strncmp(p, name, len) == 0) return true;
+        p += word;
+        while (*p == ' ') p++;
+    }
+    return false;
+}
+
+/* An attribute the node's op version does not define would be ignored, and a later version may give it a meaning
+ * the file did not intend (AveragePool-19's dilations written into an opset-11 model): refused. */
+static cinfer_status check_defined_attrs(const upgrade_node *u, int index) {
+    const graph_node *n = node_of(u);
+    for (int i = 0; i < n->num_attrs; i++)
+        if (!list_has(u->history->attributes[index], n->attrs[i].name))
+            return core_error(CINFER_ERR_INVALID_MODEL, "node '%s': %s version %d (the model's opset %lld) has no "
+                              "attribute '%s'", n->name, n->op_type, u->version, (long long)u->g->opset,
+                              n->attrs[i].name);
+    return CINFER_OK;
+}
+
 static cinfer_status upgrade_one(graph *g, int index) {
     graph_node *n = &g->nodes[index];
     if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0) return CINFER_OK;
@@ -588,6 +613,7 @@ static cinfer_status upgrade_one(graph *g, int index) {
                           "opset %lld", n->name, n->op_type, h->since[0], (long long)g->opset);
     upgrade_node u = {g, index, h, h->since[from], to >= 0 ? h->since[to] : h->since[from]};
     drop_attr(n, "consumed_inputs"); /* opset 1-5's in-place hint: no meaning for the result */
+    CINFER_TRY(check_defined_attrs(&u, from));
     if (u.version == u.target && !(h->deprecated && u.version >= h->deprecated)) return CINFER_OK;
     for (size_t k = 0; k < sizeof mappings / sizeof mappings[0]; k++) {
         if (strcmp(mappings[k].op, n->op_type) != 0) continue;

@@ -20,7 +20,8 @@ int opset_since_version(const char *op_type, int64_t opset);
  * the schemas implement as it is (Softmax-1's 2-D coercion, Resize-10, ...) keeps the model's. Constants and helper
  * nodes are appended (graph_sort orders them). Fails with CINFER_ERR_UNSUPPORTED naming the node, op, version and
  * attribute for an old attribute or semantics cinfer cannot map, and with CINFER_ERR_INVALID_MODEL for an op the
- * model's opset does not have. A no-op for g->opset >= OPSET_UPGRADE_TARGET. */
+ * model's opset does not have or an attribute its version does not define. A no-op for g->opset >=
+ * OPSET_UPGRADE_TARGET. */
 cinfer_status onnx_upgrade_opset(graph *g);
 
 #endif

@@ -337,6 +337,14 @@ def test_old_attribute_of_another_type_is_refused(lib):
     assert_names(load_error(lib, m), STATUS_UNSUPPORTED, "'sq'", "Squeeze", "version 11", "'axes'")
 
 
+def test_attribute_the_version_lacks_is_invalid(lib):
+    # dilations came with AveragePool-19: at opset 11 it would be ignored (onnx's converter writes such files)
+    m = model(11, [helper.make_node("AveragePool", ["x"], ["y"], "pool", kernel_shape=[2, 2], dilations=[2, 2])],
+              [("x", F, [1, 1, 4, 4])], [("y", F, None)])
+    assert_names(load_error(lib, m), STATUS_INVALID_MODEL, "'pool'", "AveragePool version 11", "opset 11",
+                 "'dilations'")
+
+
 def test_tile1_is_refused(lib):
     m = model(5, [helper.make_node("Tile", ["x", "tiles", "axis"], ["y"], "t1")], [("x", F, [2, 3])],
               [("y", F, None)], {"tiles": np.array(2, np.int64), "axis": np.array(1, np.int64)})
