@@ -368,8 +368,6 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
         int vi = graph_find_value(g, vp->name);
         if (vi >= 0 && g->values[vi].kind == VALUE_INTERMEDIATE) CINFER_TRY(apply_value_info(&g->values[vi], vp, false));
     }
-    CINFER_TRY(onnx_upgrade_opset(g)); /* after value_info: some mappings use the static dtypes and ranks it gives */
-
     /* outputs */
     g->outputs = malloc(sizeof(int) * (gp->n_output ? gp->n_output : 1));
     if (!g->outputs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -386,7 +384,8 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
         g->outputs[g->num_outputs++] = vi;
     }
     if (g->num_outputs == 0) return core_error(CINFER_ERR_INVALID_MODEL, "the model declares no outputs");
-    return CINFER_OK;
+    /* last: some mappings use the static dtypes and ranks value_info gives, and which values are model outputs */
+    return onnx_upgrade_opset(g);
 }
 
 cinfer_status onnx_load_graph(const void *bytes, size_t size, const char *base_dir, graph **out) {

@@ -355,13 +355,26 @@ static cinfer_status drop_is_test(const upgrade_node *u) {
     return CINFER_OK;
 }
 
-/* Dropout before 12: ratio attribute -> input 1; the mask output was of the input's type before 10 (bool after). */
+/* Whether value v is a model output or an input of any node. */
+static bool value_is_read(const graph *g, int v) {
+    if (g->values[v].is_output) return true;
+    for (int i = 0; i < g->num_nodes; i++)
+        for (int k = 0; k < g->nodes[i].num_inputs; k++)
+            if (g->nodes[i].inputs[k] == v) return true;
+    return false;
+}
+
+/* Dropout before 12: ratio attribute -> input 1; the mask output was of the input's type before 10 (bool after):
+ * one nothing reads (the classic model-zoo files name it) is dropped, one that is read refused. */
 static cinfer_status upgrade_dropout(const upgrade_node *u) {
     CINFER_TRY(drop_is_test(u));
     graph_node *n = node_of(u);
-    if (u->version < 10 && n->num_outputs > 1 && n->outputs[1] >= 0)
-        return refuse(u, "mask", "the mask output has the input's type before Dropout-10 and bool after; a model "
-                      "that reads it is not mapped");
+    if (u->version < 10 && n->num_outputs > 1 && n->outputs[1] >= 0) {
+        if (value_is_read(u->g, n->outputs[1]))
+            return refuse(u, "mask", "the mask output has the input's type before Dropout-10 and bool after; a "
+                          "model that reads it is not mapped");
+        n->num_outputs = 1;
+    }
     const graph_attr *ratio = find_attr(n, "ratio");
     if (ratio) {
         if (ratio->type != ATTR_FLOAT) return refuse(u, "ratio", "expected a float, the file has type %d", ratio->type);

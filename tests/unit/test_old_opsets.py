@@ -311,6 +311,14 @@ def test_training_mode_is_test_0_is_refused(lib, op, opset):
     assert_names(load_error(lib, m), STATUS_UNSUPPORTED, "train", op, "version 6", "'is_test'")
 
 
+def test_dropout_unread_mask_before_10_is_dropped(lib):
+    # the classic model-zoo files (AlexNet, opset 9) name a mask nothing reads
+    x = x_of(2, 3)
+    m = model(9, [helper.make_node("Dropout", ["x"], ["t", "mask"], "d", ratio=0.5),
+                  helper.make_node("Relu", ["t"], ["y"], "r")], [("x", F, [2, 3])], [("y", F, [2, 3])])
+    check(lib, m, {"x": x}, lambda: [np.maximum(x, 0)])
+
+
 def test_dropout_mask_before_10_is_refused(lib):
     m = model(7, [helper.make_node("Dropout", ["x"], ["y", "mask"], "d")], [("x", F, [2, 3])],
               [("y", F, [2, 3]), ("mask", F, [2, 3])])
