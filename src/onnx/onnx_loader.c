@@ -1,8 +1,8 @@
 /* ONNX ModelProto -> graph IR, through protobuf-c code generated at build time from onnx.proto.
  *
- * Handles the default domain (opset 13 and newer), initializers in every storage form (typed fields,
- * raw_data, external data files that must stay inside the model's folder), Constant nodes and
- * symbolic dims. Sequence/optional/sparse values are refused with a clear message.
+ * Handles the default domain from opset 1 (models older than opset 13 are mapped onto today's semantics by
+ * opset_upgrade.c), initializers in every storage form (typed fields, raw_data, external data files that must stay
+ * inside the model's folder), Constant nodes and symbolic dims. Sequence/optional/sparse values are refused with a clear message.
  */
 #include "onnx/onnx_loader.h"
 
@@ -16,8 +16,7 @@
 #include "core/status.h"
 #include "onnx.pb-c.h"
 #include "onnx/contrib_ops.h"
-
-#define MIN_OPSET 13
+#include "onnx/opset_upgrade.h"
 
 /* Resolves an external data file that must stay inside base_dir and hold `expected` bytes at `offset`.
  * Checked before any allocation, so a small model cannot make cinfer allocate what the file does not hold. */
@@ -265,12 +264,11 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
     if (g->opset < 0) {
         if (mp->n_opset_import == 0)
             return core_error(CINFER_ERR_INVALID_MODEL, "the model imports no opset (is it an ONNX model?)");
-        g->opset = MIN_OPSET; /* uses only other domains; their ops get refused by name below */
+        g->opset = OPSET_UPGRADE_TARGET; /* uses only other domains; their ops get refused by name below */
     }
-    if (g->opset < MIN_OPSET)
-        return core_error(CINFER_ERR_UNSUPPORTED,
-                          "the model uses opset %lld; cinfer supports opset %d and newer (convert it with "
-                          "onnx.version_converter)", (long long)g->opset, MIN_OPSET);
+    if (g->opset < 1)
+        return core_error(CINFER_ERR_INVALID_MODEL, "the model imports default-domain opset %lld; opsets start at 1",
+                          (long long)g->opset);
 
     if (gp->n_sparse_initializer)
         return core_error(CINFER_ERR_UNSUPPORTED, "sparse initializers are not supported");
@@ -371,7 +369,6 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
         int vi = graph_find_value(g, vp->name);
         if (vi >= 0 && g->values[vi].kind == VALUE_INTERMEDIATE) CINFER_TRY(apply_value_info(&g->values[vi], vp, false));
     }
-
     /* outputs */
     g->outputs = malloc(sizeof(int) * (gp->n_output ? gp->n_output : 1));
     if (!g->outputs) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -388,7 +385,8 @@ static cinfer_status build_graph(const Onnx__ModelProto *mp, const char *base_di
         g->outputs[g->num_outputs++] = vi;
     }
     if (g->num_outputs == 0) return core_error(CINFER_ERR_INVALID_MODEL, "the model declares no outputs");
-    return CINFER_OK;
+    /* last: some mappings use the static dtypes and ranks value_info gives, and which values are model outputs */
+    return onnx_upgrade_opset(g);
 }
 
 cinfer_status onnx_load_graph(const void *bytes, size_t size, const char *base_dir, graph **out) {

@@ -11,7 +11,14 @@ Cases that use an op cinfer lacks, or a sequence/optional value, count as "unsup
 ops exist but whose dtype or attribute a kernel refuses with CINFER_ERR_UNSUPPORTED count as
 "unsupported-variant" and are listed per op, so the gap stays visible.
 
+With --old-opsets the cases are instead every case's variants at the earlier opsets where one of its ops changed
+(old_opset_variants.py: converted down with onnx's version converter, or relabelled where the converter vouches
+that nothing changed), compared with the original case's expected outputs; their failures are listed in
+expected_failures_old_opsets.txt, and fewer variants than MIN_OLD_OPSET_VARIANTS, or fewer passing than
+MIN_OLD_OPSET_PASSED, fails the run. Variants the converter cannot produce are counted per reason, not failed.
+
 Usage: run_node_tests.py [--filter REGEX] [--verbose] [--list-failures] [--device cpu|cuda[:N]]
+                         [--old-opsets [--jobs N] [--list-not-produced]]
 (--device defaults to CINFER_TEST_DEVICE, else cpu; all cases run in this one process on that device.)
 """
 import argparse
@@ -32,19 +39,24 @@ sys.path.insert(0, str(HERE.parent / "python"))
 from cinfer_ctypes import CinferError, Library, Session, STATUS_UNSUPPORTED  # noqa: E402
 
 MIN_CASES = 1884  # onnx 1.23.2 generates this many node cases
+MIN_OLD_OPSET_VARIANTS = 3510  # the variants old_opset_variants.py makes of them with onnx 1.23.2
+MIN_OLD_OPSET_PASSED = 2790  # of which pass: a mapping that starts refusing (CINFER_ERR_UNSUPPORTED) drops it
 EXPECTED_FAILURES = HERE / "expected_failures.txt"
+EXPECTED_FAILURES_OLD_OPSETS = HERE / "expected_failures_old_opsets.txt"
+# Old ops the loader rewrites into others (src/onnx/opset_upgrade.c): supported wherever what they become is
+RENAMED_AT_LOAD = {"Upsample": "Resize", "Scatter": "ScatterElements"}
 
 
-def load_expected_failures():
+def load_expected_failures(path):
     listed = {}
-    for line in EXPECTED_FAILURES.read_text().splitlines():
+    for line in path.read_text().splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         name, _, reason = line.partition("#")
         name = name.strip()
         if not reason.strip():
-            raise SystemExit(f"{EXPECTED_FAILURES}: entry '{name}' needs a reason after '#'")
+            raise SystemExit(f"{path}: entry '{name}' needs a reason after '#'")
         listed[name] = reason.strip()
     return listed
 
@@ -128,6 +140,9 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="print each case before running it")
     ap.add_argument("--list-failures", action="store_true", help="print every failed case with its detail")
     ap.add_argument("--device", help="cpu (default: CINFER_TEST_DEVICE or cpu), cuda or cuda:N")
+    ap.add_argument("--old-opsets", action="store_true", help="run the cases' variants at earlier opsets instead")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes making the variants (default 2)")
+    ap.add_argument("--list-not-produced", action="store_true", help="print every variant the converter cannot make")
     args = ap.parse_args()
     if args.device:
         os.environ["CINFER_TEST_DEVICE"] = args.device
@@ -141,10 +156,19 @@ def main():
     if args.filter:
         rx = re.compile(args.filter)
         cases = [c for c in cases if rx.search(c.name)]
+    expected_failures, floor, what = EXPECTED_FAILURES, MIN_CASES, "node cases"
+    if args.old_opsets:
+        import old_opset_variants
+        made_start = time.time()
+        cases, not_produced = old_opset_variants.produce_all(cases, args.jobs)
+        made_seconds = time.time() - made_start
+        total_found = len(cases)
+        expected_failures, floor, what = EXPECTED_FAILURES_OLD_OPSETS, MIN_OLD_OPSET_VARIANTS, "old-opset variants"
 
     lib = Library()
-    supported = lib.supported_ops()
-    listed = load_expected_failures()
+    supported = set(lib.supported_ops())
+    supported |= {old for old, new in RENAMED_AT_LOAD.items() if new in supported}
+    listed = load_expected_failures(expected_failures)
     counts = collections.Counter()
     per_op = collections.defaultdict(collections.Counter)
     results = {}
@@ -170,18 +194,37 @@ def main():
         c = per_op[op]
         print(f"{op:<28}{c['passed']:>8}{c['failed']:>8}{c['unsupported-variant']:>9}{c['unsupported']:>8}")
     print(f"\ndevice: {device}")
-    print(f"cases found: {total_found} (pinned onnx holds at least {MIN_CASES}); run: {len(cases)} in {time.time()-start:.1f}s")
+    if args.old_opsets:
+        by_how = collections.Counter(c.how for c in cases)
+        by_opset = collections.Counter(c.opset for c in cases)
+        print(f"old-opset variants made in {made_seconds:.1f}s: " +
+              ", ".join(f"{how} {n}" for how, n in sorted(by_how.items())) + f"; not produced {len(not_produced)}")
+        print("variants per opset: " + ", ".join(f"{o}: {by_opset[o]}" for o in sorted(by_opset)))
+        reasons = collections.Counter(reason for _, reason in not_produced)
+        print("not produced, most common reasons:")
+        for reason, n in reasons.most_common(10):
+            print(f"  {n:>5}  {reason}")
+        if args.list_not_produced:
+            for name, reason in not_produced:
+                print(f"  not produced {name}: {reason}")
+        print(f"variants: {total_found} (pinned onnx gives at least {floor}); run: {len(cases)} in "
+              f"{time.time()-start:.1f}s")
+    else:
+        print(f"cases found: {total_found} (pinned onnx holds at least {MIN_CASES}); run: {len(cases)} in "
+              f"{time.time()-start:.1f}s")
     print(f"passed {counts['passed']}, failed {counts['failed']}, unsupported-variant (dtype/attribute) "
           f"{counts['unsupported-variant']}, unsupported (ops or non-tensor values) {counts['unsupported']}")
 
     problems = []
-    if not args.filter and total_found < MIN_CASES:
-        problems.append(f"only {total_found} node cases found, expected at least {MIN_CASES}")
+    if not args.filter and total_found < floor:
+        problems.append(f"only {total_found} {what} found, expected at least {floor}")
+    if not args.filter and args.old_opsets and counts["passed"] < MIN_OLD_OPSET_PASSED:
+        problems.append(f"only {counts['passed']} old-opset variants passed, expected at least {MIN_OLD_OPSET_PASSED}")
     for name, (status, detail) in sorted(results.items()):
         if status == "failed" and name not in listed:
             problems.append(f"UNEXPECTED FAILURE {name}: {detail}")
         elif status != "failed" and name in listed:
-            problems.append(f"LISTED BUT {status.upper()} {name}: remove it from {EXPECTED_FAILURES.name}")
+            problems.append(f"LISTED BUT {status.upper()} {name}: remove it from {expected_failures.name}")
         elif args.list_failures and status in ("failed", "unsupported-variant"):
             print(f"  {status} {name}: {detail}")
     if not args.filter:
