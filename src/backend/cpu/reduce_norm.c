@@ -274,15 +274,9 @@ cinfer_status cpu_run_lrn(const graph_node *n, const tensor *in, int num_in, ten
     if (cpu_red_is_half(in[0].dtype)) return cpu_run_as_float(n, in, num_in, out, num_out, cpu_run_lrn);
     cinfer_dtype dt = in[0].dtype;
     if (dt != CINFER_DTYPE_FLOAT && dt != CINFER_DTYPE_DOUBLE) return cpu_unsupported_dtype(n, dt);
-    if (out[0].dtype != dt)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': output has dtype %s, expected %s", n->name,
-                          cinfer_dtype_name(out[0].dtype), cinfer_dtype_name(dt));
     reduce_lrn p;
-    CINFER_TRY(reduce_compute_lrn(n, &in[0], &p));
+    CINFER_TRY(reduce_check_lrn_run(n, &in[0], &out[0], &p));
     if (p.batch * p.channels * p.spatial == 0) return CINFER_OK;
-    if (out[0].data == in[0].data) /* the output row is the kernel's accumulator */
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': the output may not share the input's buffer",
-                          n->name);
     if (dt == CINFER_DTYPE_FLOAT)
         lrn_f32(in[0].data, out[0].data, &p);
     else

@@ -238,6 +238,17 @@ cinfer_status reduce_compute_lrn(const graph_node *n, const tensor *x, reduce_lr
     return CINFER_OK;
 }
 
+cinfer_status reduce_check_lrn_run(const graph_node *n, const tensor *x, const tensor *y, reduce_lrn *p) {
+    if (y->dtype != x->dtype)
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': output has dtype %s, expected %s", n->name,
+                          cinfer_dtype_name(y->dtype), cinfer_dtype_name(x->dtype));
+    CINFER_TRY(reduce_compute_lrn(n, x, p));
+    if (p->batch * p->channels * p->spatial != 0 && y->data == x->data) /* a channel's output reads its neighbours */
+        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': the output may not share the input's buffer",
+                          n->name);
+    return CINFER_OK;
+}
+
 static cinfer_status infer_reduce(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_out;
     bool mask[CINFER_MAX_DIMS];

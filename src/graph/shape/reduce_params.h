@@ -100,5 +100,8 @@ typedef struct reduce_lrn {
 } reduce_lrn;
 
 cinfer_status reduce_compute_lrn(const graph_node *n, const tensor *x, reduce_lrn *p);
+/* At run time: reduce_compute_lrn, and y (the output) of x's dtype and not in x's buffer unless empty (the kernels
+ * work out of place). */
+cinfer_status reduce_check_lrn_run(const graph_node *n, const tensor *x, const tensor *y, reduce_lrn *p);
 
 #endif

@@ -126,15 +126,9 @@ cinfer_status cuda_red_run_lrn(cuda_exec *x, const graph_node *n, const tensor *
     (void)num_out;
     cinfer_dtype dt = in[0].dtype;
     if (!cuda_red_is_float(dt)) return cuda_unsupported_dtype(n, dt);
-    if (out[0].dtype != dt)
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': output has dtype %s, expected %s", n->name,
-                          cinfer_dtype_name(out[0].dtype), cinfer_dtype_name(dt));
     reduce_lrn p;
-    CINFER_TRY(reduce_compute_lrn(n, &in[0], &p));
+    CINFER_TRY(reduce_check_lrn_run(n, &in[0], &out[0], &p));
     if (p.batch * p.channels * p.spatial == 0) return CINFER_OK;
-    if (out[0].data == in[0].data) /* a channel's output reads its neighbours' inputs */
-        return core_error(CINFER_ERR_INVALID_ARGUMENT, "LRN node '%s': the output may not share the input's buffer",
-                          n->name);
     return cuda_check_launch(n, n->op_type,
                              cuda_reduce_lrn(dt, in[0].data, out[0].data, p.batch, p.channels, p.spatial, p.size,
                                              p.alpha, p.beta, p.bias, x->stream));
