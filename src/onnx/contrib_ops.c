@@ -178,12 +178,18 @@ static cinfer_status cast_to(lowering *L, int x, cinfer_dtype to, const char *wh
     return graph_node_add_int_attr(n, "to", to);
 }
 
-static cinfer_status reshape(lowering *L, int x, const int64_t *shape, int count, const char *what, int *r) {
-    int s;
+/* op(x, an int64 constant <what>_<suffix> holding `ints`): the form of Reshape's shape and Unsqueeze's axes. */
+static cinfer_status op_with_ints(lowering *L, const char *op, int x, const int64_t *ints, int count,
+                                  const char *suffix, const char *what, int *r) {
+    int c;
     char cname[160];
-    snprintf(cname, sizeof cname, "%s_shape", what);
-    CINFER_TRY(const_ints(L, cname, shape, count, &s));
-    return op2(L, "Reshape", x, s, what, r);
+    snprintf(cname, sizeof cname, "%s_%s", what, suffix);
+    CINFER_TRY(const_ints(L, cname, ints, count, &c));
+    return op2(L, op, x, c, what, r);
+}
+
+static cinfer_status reshape(lowering *L, int x, const int64_t *shape, int count, const char *what, int *r) {
+    return op_with_ints(L, "Reshape", x, shape, count, "shape", what, r);
 }
 
 static cinfer_status transpose(lowering *L, int x, const int64_t *perm, int count, const char *what, int *r) {
@@ -200,11 +206,7 @@ static cinfer_status transpose(lowering *L, int x, const int64_t *perm, int coun
 }
 
 static cinfer_status unsqueeze(lowering *L, int x, const int64_t *axes, int count, const char *what, int *r) {
-    int ax;
-    char cname[160];
-    snprintf(cname, sizeof cname, "%s_axes", what);
-    CINFER_TRY(const_ints(L, cname, axes, count, &ax));
-    return op2(L, "Unsqueeze", x, ax, what, r);
+    return op_with_ints(L, "Unsqueeze", x, axes, count, "axes", what, r);
 }
 
 /* Splits x along `axis` into `parts` outputs (new values <what>_0...) of the sizes in `sizes` (an int64 value). */
