@@ -47,19 +47,27 @@ cinfer_status cpu_run_nonzero(const graph_node *n, const tensor *in, int num_in,
     return CINFER_OK;
 }
 
+/* x as [outer, len, inner] around the node's optional "axis" attribute; without it (axis -1) x is flattened:
+ * outer = inner = 1, len = its element count. Compress and Unique select along it. */
+static cinfer_status split_at_optional_axis(const graph_node *n, const tensor *x, int64_t *outer, int64_t *len,
+                                            int64_t *inner, int *axis) {
+    *outer = 1, *len = tensor_numel(x), *inner = 1, *axis = -1;
+    if (!graph_node_attr(n, "axis")) return CINFER_OK;
+    CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), x->ndim, axis));
+    *len = x->dims[*axis];
+    for (int d = 0; d < *axis; d++) *outer *= x->dims[d];
+    for (int d = *axis + 1; d < x->ndim; d++) *inner *= x->dims[d];
+    return CINFER_OK;
+}
+
 cinfer_status cpu_run_compress(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
     (void)num_in;
     (void)num_out;
     const tensor *x = &in[0], *cond = &in[1];
     const unsigned char *c = cond->data;
-    int64_t outer = 1, len = tensor_numel(x), inner = 1;
-    int axis = -1;
-    if (graph_node_attr(n, "axis")) {
-        CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), x->ndim, &axis));
-        len = x->dims[axis];
-        for (int d = 0; d < axis; d++) outer *= x->dims[d];
-        for (int d = axis + 1; d < x->ndim; d++) inner *= x->dims[d];
-    }
+    int64_t outer, len, inner;
+    int axis;
+    CINFER_TRY(split_at_optional_axis(n, x, &outer, &len, &inner, &axis));
     int64_t selected = 0;
     for (int64_t j = 0; j < cond->dims[0]; j++) {
         if (!c[j]) continue;
@@ -131,14 +139,9 @@ cinfer_status cpu_run_unique(const graph_node *n, const tensor *in, int num_in, 
     (void)num_in;
     const tensor *x = &in[0];
     size_t es = cinfer_dtype_size(x->dtype);
-    int64_t outer = 1, items = tensor_numel(x), inner = 1;
-    int axis = -1;
-    if (graph_node_attr(n, "axis")) {
-        CINFER_TRY(shape_normalize_axis(n, graph_attr_int(n, "axis", 0), x->ndim, &axis));
-        items = x->dims[axis];
-        for (int d = 0; d < axis; d++) outer *= x->dims[d];
-        for (int d = axis + 1; d < x->ndim; d++) inner *= x->dims[d];
-    }
+    int64_t outer, items, inner;
+    int axis;
+    CINFER_TRY(split_at_optional_axis(n, x, &outer, &items, &inner, &axis));
     int64_t row_len = axis >= 0 ? outer * inner : 1;
     /* rows: item j = the slice x[..., j, ...] flattened (outer-major); idx/tmp for the sort; group of each item */
     size_t row_bytes = (size_t)row_len * es;
