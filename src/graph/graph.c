@@ -160,6 +160,20 @@ cinfer_status graph_node_add_int_attr(graph_node *n, const char *name, int64_t v
     return CINFER_OK;
 }
 
+cinfer_status graph_node_add_scalar_tensor_attr(graph_node *n, const char *name, cinfer_dtype dtype, const void *value) {
+    graph_attr *a = NULL;
+    CINFER_TRY(graph_node_add_attr(n, name, &a));
+    a->type = ATTR_TENSOR;
+    a->t.dtype = dtype;
+    a->t.ndim = 1;
+    a->t.dims[0] = 1;
+    size_t size = cinfer_dtype_size(dtype);
+    if (!(a->t.data = core_aligned_alloc(size)))
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "node '%s': out of memory for attribute '%s'", n->name, name);
+    memcpy(a->t.data, value, size);
+    return CINFER_OK;
+}
+
 /* FNV-1a: names are short; a simple hash keeps lookups O(1) so loading stays linear in the model size. */
 static uint32_t name_hash(const char *name) {
     uint32_t h = 2166136261u;

@@ -137,6 +137,8 @@ void graph_attr_clear(graph_attr *a);
 cinfer_status graph_node_add_attr(graph_node *n, const char *name, graph_attr **out);
 /* Appends the int attribute name = value (the passes' internal markers such as "cinfer_fused_relu"). */
 cinfer_status graph_node_add_int_attr(graph_node *n, const char *name, int64_t value);
+/* Appends a tensor attribute of one element [1] of `dtype` copied from `value` (ConstantOfShape's value). */
+cinfer_status graph_node_add_scalar_tensor_attr(graph_node *n, const char *name, cinfer_dtype dtype, const void *value);
 
 /* ---- attributes ---- */
 const graph_attr *graph_node_attr(const graph_node *n, const char *name);

@@ -96,14 +96,8 @@ static cinfer_status convert_node_types(graph_node *n, cinfer_dtype half) {
         if (value && value->type == ATTR_TENSOR && value->t.dtype == CINFER_DTYPE_FLOAT)
             return convert_tensor(&value->t, half, "ConstantOfShape's value");
         if (!value) { /* the default is a float32 zero */
-            CINFER_TRY(graph_node_add_attr(n, "value", &value));
-            value->type = ATTR_TENSOR;
-            value->t.dtype = half;
-            value->t.ndim = 1;
-            value->t.dims[0] = 1;
-            value->t.data = core_aligned_alloc(sizeof(uint16_t));
-            if (!value->t.data) return core_error(CINFER_ERR_OUT_OF_MEMORY, "precision conversion: out of memory");
-            *(uint16_t *)value->t.data = 0;
+            const uint16_t zero = 0;
+            return graph_node_add_scalar_tensor_attr(n, "value", half, &zero);
         }
     }
     return CINFER_OK;

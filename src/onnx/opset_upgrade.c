@@ -248,15 +248,8 @@ static cinfer_status upgrade_broadcast(const upgrade_node *u) {
         CINFER_TRY(graph_node_add_int_attr(h, "start", axis + rank_b));
         CINFER_TRY(add_helper(u, "a_tail_len", "Shape", OPSET_UPGRADE_TARGET, &tail, 1, &tail_len, &h));
         CINFER_TRY(add_helper(u, "b_ones", "ConstantOfShape", OPSET_UPGRADE_TARGET, &tail_len, 1, &ones, &h));
-        graph_attr *value = NULL;
-        CINFER_TRY(graph_node_add_attr(h, "value", &value));
-        value->type = ATTR_TENSOR;
-        value->t.dtype = CINFER_DTYPE_INT64;
-        value->t.ndim = 1;
-        value->t.dims[0] = 1;
-        value->t.data = core_aligned_alloc(sizeof(int64_t));
-        if (!value->t.data) return out_of_memory(u);
-        *(int64_t *)value->t.data = 1;
+        const int64_t one = 1;
+        CINFER_TRY(graph_node_add_scalar_tensor_attr(h, "value", CINFER_DTYPE_INT64, &one));
         CINFER_TRY(add_i64_vector(u, "b_keep", keep, (size_t)rank_b, &zeros));
         int parts[2] = {zeros, ones};
         CINFER_TRY(add_helper(u, "b_shape", "Concat", OPSET_UPGRADE_TARGET, parts, 2, &new_shape, &h));
