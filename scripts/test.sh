@@ -34,7 +34,7 @@ stage "tests (all labels but zoo)"
 ctest --test-dir build --output-on-failure -j"$JOBS" -LE zoo
 stage_end "tests"
 
-# Exports ~60 models (cached in build/zoo-cache between runs) and runs each at 1 and 16 threads; the table of every
+# Exports ~75 model files (cached in build/zoo-cache between runs) and runs each at 1 and 16 threads; the table of every
 # model's load time, errors and latencies is printed after it.
 stage "zoo: exported architectures and the trained MiniLM vs PyTorch and onnxruntime (label zoo, tests/zoo)"
 zoo_status=0

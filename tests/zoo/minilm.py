@@ -56,6 +56,7 @@ def embedder(directory):
     import torch
     import transformers
 
+    transformers.logging.set_verbosity_error()  # the checkpoint's pooler weights, unused here, would print a table
     bert = transformers.BertModel.from_pretrained(str(directory), add_pooling_layer=False).eval()
 
     class SentenceEmbedding(torch.nn.Module):
