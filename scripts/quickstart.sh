@@ -5,11 +5,22 @@
 # serves them with cinfer-server (KServe v2 on 127.0.0.1; GPU instances when a GPU is visible, else the CPU) and
 # sends a sample inference over HTTP. Each step prints how long it took. The server keeps running; the last line
 # says how to stop it.
+# --trained: also a trained model: makes the zoo venv (scripts/zoo_venv.sh: torch, transformers; ~6 GB, minutes the
+# first time), exports sentence-transformers' all-MiniLM-L6-v2 to ONNX (tests/zoo/minilm.py, into build/trained),
+# runs it on two sentences with `cinfer run`, serves it beside the examples and asks the server for their embeddings.
+# Usage: scripts/quickstart.sh [--trained]
 # Environment: CINFER_HTTP_PORT (8000), CINFER_METRICS_PORT (8002); CINFER_CUDA=ON|OFF overrides the GPU check;
 # CUDAARCHS sets the CUDA architectures (default: the visible GPU's, `native`).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+TRAINED=0
+case "${1:-}" in
+    "") ;;
+    --trained) TRAINED=1 ;;
+    *) echo "usage: scripts/quickstart.sh [--trained]" >&2; exit 2 ;;
+esac
+SENTENCES=("A man is playing a guitar." "Someone plays an instrument.")
 OUT="${CINFER_EXAMPLE_OUT:-$ROOT/build/example-outputs}"
 HTTP_PORT="${CINFER_HTTP_PORT:-8000}"
 METRICS_PORT="${CINFER_METRICS_PORT:-8002}"
@@ -57,6 +68,13 @@ build/cinfer run examples/models/tiny_cnn.onnx --input image=examples/models/tin
 echo "outputs written under $OUT (numpy .npy files)"
 step_done "cinfer run"
 
+if [ "$TRAINED" = 1 ]; then
+    step "trained model: all-MiniLM-L6-v2 exported to ONNX (zoo venv, tests/zoo/minilm.py) and run with cinfer run"
+    ZOO_PYTHON="$(scripts/zoo_venv.sh | tail -n 1)"
+    "$ZOO_PYTHON" tests/zoo/minilm.py --cache build/trained --cinfer build/cinfer "${SENTENCES[@]}"
+    step_done "trained model export and run"
+fi
+
 # A Triton-layout repository of the examples (no config.pbtxt: the server completes it from the ONNX models).
 REPO="$ROOT/build/example-repository"
 step "serving $REPO with cinfer-server on http://127.0.0.1:$HTTP_PORT (metrics on :$METRICS_PORT)"
@@ -64,6 +82,10 @@ for m in mlp tiny_cnn; do
     mkdir -p "$REPO/$m/1"
     cp "examples/models/$m.onnx" "$REPO/$m/1/model.onnx"
 done
+if [ "$TRAINED" = 1 ]; then
+    mkdir -p "$REPO/all_minilm_l6_v2/1"
+    cp build/trained/all-MiniLM-L6-v2.onnx "$REPO/all_minilm_l6_v2/1/model.onnx"
+fi
 PIDFILE="$ROOT/build/example-server.pid"
 if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     echo "stopping the example server started earlier (pid $(cat "$PIDFILE"))"
@@ -93,6 +115,10 @@ req = urllib.request.Request(base + "/v2/models/mlp/infer", data=json.dumps(body
                              headers={"Content-Type": "application/json"})
 print("POST /v2/models/mlp/infer ->", urllib.request.urlopen(req).read().decode())
 PY
+if [ "$TRAINED" = 1 ]; then
+    "$ZOO_PYTHON" tests/zoo/minilm.py --cache build/trained --server "http://127.0.0.1:$HTTP_PORT" \
+        --model all_minilm_l6_v2 "${SENTENCES[@]}"
+fi
 step_done "server start + sample inference"
 echo
 echo "quickstart took $(( $(date +%s) - started ))s in all"

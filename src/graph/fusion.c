@@ -317,7 +317,25 @@ static int scaled_copy(graph *g, int src, double c) {
     return v;
 }
 
+/* scaled_copy of src by c, made once per (src, c): layers that share a weight and its scale (ALBERT's shared query and
+ * key projections, scaled by the dynamo exporter's attention scale) share one scaled copy instead of one each. memo_of
+ * and memo_scale (num_memo entries, -1: none yet) remember the last copy of each value that existed before the pass. */
+static int shared_scaled_copy(graph *g, int src, double c, int *memo_of, double *memo_scale, int num_memo) {
+    if (src < num_memo && memo_of[src] >= 0 && memo_scale[src] == c) return memo_of[src];
+    int v = scaled_copy(g, src, c);
+    if (v >= 0 && src < num_memo) {
+        memo_of[src] = v;
+        memo_scale[src] = c;
+    }
+    return v;
+}
+
 static cinfer_status fold_scales(graph *g) {
+    const int num_memo = g->num_values;
+    int *memo_of = malloc((size_t)(num_memo ? num_memo : 1) * sizeof *memo_of);
+    double *memo_scale = malloc((size_t)(num_memo ? num_memo : 1) * sizeof *memo_scale);
+    if (!memo_of || !memo_scale) goto oom;
+    for (int v = 0; v < num_memo; v++) memo_of[v] = -1;
     for (int i = 0; i < g->num_nodes; i++) {
         graph_node *mul = &g->nodes[i];
         bool div = is_op(mul, "Div");
@@ -343,9 +361,9 @@ static cinfer_status fold_scales(graph *g) {
         }
         const graph_node *mm = &g->nodes[matmul];
         if (!is_op(mm, "MatMul") || !graph_is_float_constant(g, mm->inputs[1])) continue;
-        int w = scaled_copy(g, mm->inputs[1], c);
-        int b = bias >= 0 ? scaled_copy(g, bias, c) : -2;
-        if (w < 0 || b == -1) return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while folding a scale into '%s'", mm->name);
+        int w = shared_scaled_copy(g, mm->inputs[1], c, memo_of, memo_scale, num_memo);
+        int b = bias >= 0 ? shared_scaled_copy(g, bias, c, memo_of, memo_scale, num_memo) : -2;
+        if (w < 0 || b == -1) goto oom;
         g->nodes[matmul].inputs[1] = w;
         if (add >= 0) {
             graph_node *an = &g->nodes[add];
@@ -356,7 +374,13 @@ static cinfer_status fold_scales(graph *g) {
         mul->removed = true;
         graph_recount_uses(g);
     }
+    free(memo_of);
+    free(memo_scale);
     return CINFER_OK;
+oom:
+    free(memo_of);
+    free(memo_scale);
+    return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory while folding a scale into a MatMul's weight");
 }
 
 /* ---- MatMul + bias -> Gemm ---- */

@@ -210,6 +210,26 @@ def test_a_weight_shared_by_matmuls_is_transposed_once(lib):
     assert stats.num_parameters == 16 * 16 + layers * 16, stats.num_parameters
 
 
+def test_a_shared_weight_and_its_shared_scale_are_folded_once(lib):
+    """ALBERT as the dynamo exporter writes it: every layer reuses one projection (weight and bias) and scales its
+    output by the same attention constant. The scale folds into one scaled copy that all layers share (one copy per
+    layer made a 12-layer ALBERT-base take seconds to load): the model holds one weight and one bias, as the file."""
+    layers, nodes = 6, []
+    for i in range(layers):
+        src = "x" if i == 0 else f"y{i - 1}"
+        nodes += [N("MatMul", [src, "w"], [f"m{i}"]), N("Add", [f"m{i}", "b"], [f"l{i}"]),
+                  N("Mul", [f"l{i}", "s"], [f"q{i}"]), N("Tanh", [f"q{i}"], [f"y{i}"])]
+    inits = {"w": f32(16, 16, seed=1) * 0.25, "b": f32(16, seed=2), "s": np.array(0.35, np.float32)}
+    m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+              [helper.make_tensor_value_info(f"y{layers - 1}", TensorProto.FLOAT, None)], inits)
+    ops = check_against_ort(lib, m, {"x": f32(3, 16)})
+    assert "Mul" not in ops and ops.get("Gemm") == layers, ops
+    s = Session(lib, m.SerializeToString())
+    stats = ModelStats()
+    lib.check(lib.lib.cinfer_model_get_stats(s.model, ctypes.byref(stats)))
+    assert stats.num_parameters == 16 * 16 + 16, stats.num_parameters
+
+
 @pytest.mark.parametrize("form", ["gemm", "matmul_add"])
 def test_gemm_relu_fuses_into_the_gemm(lib, form):
     """Relu after a Gemm (or after the Gemm a 2-D MatMul + bias becomes) runs in the Gemm (a GPU: cuBLASLt's
