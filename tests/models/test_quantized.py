@@ -1,4 +1,4 @@
-"""Quantized integer ops (MatMulInteger, QLinearMatMul): cinfer's exact reference kernels
+"""Quantized integer ops (MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv): cinfer's exact reference kernels
 against onnxruntime on random inputs, bit for bit; where onnxruntime refuses a dtype combination or a per-row scale,
 against a numpy model of the ONNX definition instead. Runs on CINFER_TEST_DEVICE (cpu by default; on cuda the ops
 run on the CPU inside the CUDA session)."""
@@ -148,3 +148,120 @@ def test_matmul_integer_bad_zero_point_is_named(lib):
     with pytest.raises(Exception, match="a_zero_point"):
         Session(lib, data).run(feeds)
 
+
+def conv_int32(x, w, strides, pads, dilations, group):
+    """numpy model of the integer convolution: int64 sums of x * w (already minus their zero points), explicit
+    pads (begin..., end...), wrapped to int32 like the int32 accumulator."""
+    nsp = x.ndim - 2
+    xp = np.pad(x.astype(np.int64), [(0, 0), (0, 0)] + [(pads[i], pads[i + nsp]) for i in range(nsp)])
+    k = w.shape[2:]
+    out = [(xp.shape[2 + i] - (k[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nsp)]
+    m, cg = w.shape[0], w.shape[1]
+    mg = m // group
+    y = np.zeros((x.shape[0], m, *out), np.int64)
+    for off in itertools.product(*[range(kk) for kk in k]):
+        window = tuple(slice(off[i] * dilations[i], off[i] * dilations[i] + (out[i] - 1) * strides[i] + 1, strides[i])
+                       for i in range(nsp))
+        xs = xp[(slice(None), slice(None)) + window]
+        for g in range(group):
+            wk = w[g * mg:(g + 1) * mg, :, *off].astype(np.int64)
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", xs[:, g * cg:(g + 1) * cg], wk)
+    return y.astype(np.int32)  # wraps like int32 accumulation
+
+
+def explicit_pads(x_shape, w_shape, attrs):
+    """The pads the attributes put into effect (auto_pad applied)."""
+    nsp = len(x_shape) - 2
+    strides, dil = attrs.get("strides", [1] * nsp), attrs.get("dilations", [1] * nsp)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto == "NOTSET":
+        return attrs.get("pads", [0] * 2 * nsp)
+    if auto == "VALID":
+        return [0] * 2 * nsp
+    begin, end = [], []
+    for i in range(nsp):
+        out = -(-x_shape[2 + i] // strides[i])
+        total = max(0, (out - 1) * strides[i] + (w_shape[2 + i] - 1) * dil[i] + 1 - x_shape[2 + i])
+        small = total // 2
+        begin.append(small if auto == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin + end
+
+
+# (x shape, w shape, attributes): 1-D, 2-D and 3-D; strides, dilations, pads, auto_pad, group
+CONV_CASES = [
+    ((2, 3, 9, 8), (4, 3, 3, 3), {}),
+    ((1, 4, 10, 7), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}),
+    ((2, 3, 11, 9), (5, 3, 3, 3), {"dilations": [2, 1], "strides": [1, 2], "pads": [2, 1, 1, 2]}),
+    ((1, 2, 7, 6), (3, 2, 3, 2), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 2, 7, 6), (3, 2, 2, 3), {"auto_pad": "SAME_LOWER"}),
+    ((1, 3, 6, 6), (3, 1, 3, 3), {"group": 3, "auto_pad": "VALID"}),
+    ((2, 3, 12), (4, 3, 3), {"strides": [2], "pads": [1, 1], "dilations": [2]}),
+    ((1, 2, 5, 6, 4), (3, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}),
+]
+
+
+
+@pytest.mark.parametrize("tx,tw", list(itertools.product(Q8, Q8)))
+@pytest.mark.parametrize("zp_kind", ["none", "scalar", "per_channel"])
+def test_conv_integer_random(lib, tx, tw, zp_kind):
+    rng = np.random.default_rng(11)
+    for xs, ws, attrs in CONV_CASES:
+        x, w = rand_q(rng, tx, xs), rand_q(rng, tw, ws)
+        feeds = {"x": x, "w": w}
+        if zp_kind != "none":
+            feeds["xz"] = np.asarray(rand_q(rng, tx, ()))
+            feeds["wz"] = rand_q(rng, tw, (ws[0],) if zp_kind == "per_channel" else ())
+        node = helper.make_node("ConvInteger", list(feeds), ["y"], **attrs)
+
+        def numpy_model():
+            x32, w32 = x.astype(np.int32), w.astype(np.int32)
+            if "xz" in feeds:
+                x32 = x32 - feeds["xz"].astype(np.int32)
+                wz = feeds["wz"].astype(np.int32)
+                w32 = w32 - wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.ndim else w32 - wz
+            return conv_int32(x32, w32, attrs.get("strides", [1] * (x.ndim - 2)), explicit_pads(xs, ws, attrs),
+                              attrs.get("dilations", [1] * (x.ndim - 2)), attrs.get("group", 1))
+
+        want = check(lib, node, feeds, np.int32, numpy_model)
+        np.testing.assert_array_equal(want, numpy_model())  # the numpy model itself holds against onnxruntime
+
+
+@pytest.mark.parametrize("tx,tw,ty", list(itertools.product(Q8, Q8, Q8)))
+@pytest.mark.parametrize("per_channel,bias", [(False, False), (True, True), (False, True)])
+def test_qlinear_conv_random(lib, tx, tw, ty, per_channel, bias):
+    rng = np.random.default_rng(13)
+    for xs, ws, attrs in CONV_CASES:
+        m = ws[0]
+        x, w = rand_q(rng, tx, xs), rand_q(rng, tw, ws)
+        feeds = {"x": x, "xs": np.float32(rng.uniform(0.01, 0.1)), "xz": rand_q(rng, tx, ()), "w": w,
+                 "ws": rng.uniform(0.01, 0.1, size=(m,) if per_channel else ()).astype(np.float32),
+                 "wz": rand_q(rng, tw, (m,) if per_channel else ()), "ys": np.float32(rng.uniform(0.5, 4)),
+                 "yz": rand_q(rng, ty, ())}
+        if bias:
+            feeds["b"] = rng.integers(-5000, 5000, size=m).astype(np.int32)
+        feeds = {k: np.asarray(v) for k, v in feeds.items()}
+        node = helper.make_node("QLinearConv", list(feeds), ["y"], **attrs)
+
+        def numpy_model():
+            shape = (-1,) + (1,) * (w.ndim - 1)
+            acc = conv_int32(x.astype(np.int32) - feeds["xz"].astype(np.int32),
+                             w.astype(np.int32) - feeds["wz"].astype(np.int32).reshape(shape if per_channel else ()),
+                             attrs.get("strides", [1] * (x.ndim - 2)), explicit_pads(xs, ws, attrs),
+                             attrs.get("dilations", [1] * (x.ndim - 2)), attrs.get("group", 1))
+            if bias:
+                acc = acc + feeds["b"].reshape((1, -1) + (1,) * (x.ndim - 2))
+            scale = (feeds["xs"] * feeds["ws"] / feeds["ys"]).astype(np.float32)
+            return requantize(acc, scale.reshape((1, -1) + (1,) * (x.ndim - 2)) if per_channel else scale,
+                              feeds["yz"])
+
+        check(lib, node, feeds, ty, numpy_model)
+
+
+def test_qlinear_conv_bad_w_scale_is_named(lib):
+    feeds = {"x": np.zeros((1, 2, 4, 4), np.uint8), "xs": np.asarray(np.float32(1)), "xz": np.asarray(np.uint8(0)),
+             "w": np.zeros((3, 2, 2, 2), np.uint8), "ws": np.ones(2, np.float32), "wz": np.asarray(np.uint8(0)),
+             "ys": np.asarray(np.float32(1)), "yz": np.asarray(np.uint8(0))}
+    data = make_model(helper.make_node("QLinearConv", list(feeds), ["y"]), feeds, np.uint8)
+    with pytest.raises(Exception, match="w_scale"):
+        Session(lib, data).run(feeds)
