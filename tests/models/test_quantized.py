@@ -16,7 +16,7 @@ from cinfer_ctypes import Session  # noqa: E402
 
 OPSET = 21
 ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.int32: TensorProto.INT32,
-             np.float32: TensorProto.FLOAT}
+             np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 Q8 = [np.uint8, np.int8]
 
 
@@ -127,6 +127,24 @@ def test_qlinear_matmul_per_row_a(lib):
     acc = np.matmul(a.astype(np.int32) - feeds["az"].astype(np.int32)[:, None],
                     b.astype(np.int32) - feeds["bz"].astype(np.int32))
     want = requantize(acc, feeds["as"][:, None] * feeds["bs"][None, :] / feeds["ys"], feeds["yz"])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scale_dtype", [np.float16, np.float32])
+def test_qlinear_matmul_batched_per_row_a(lib, scale_dtype):
+    """Per-row A parameters apply to every batch's rows; float16 scales (opset 21) are read as float32."""
+    rng = np.random.default_rng(9)
+    a, b = rand_q(rng, np.int8, (3, 5, 7)), rand_q(rng, np.uint8, (7, 4))
+    feeds = {"a": a, "as": rng.uniform(0.01, 0.1, 5).astype(scale_dtype), "az": rand_q(rng, np.int8, (5,)),
+             "b": b, "bs": rng.uniform(0.01, 0.1, 4).astype(scale_dtype), "bz": rand_q(rng, np.uint8, (4,)),
+             "ys": np.asarray(scale_dtype(0.25)), "yz": np.asarray(np.int8(-3))}
+    data = make_model(helper.make_node("QLinearMatMul", list(feeds), ["y"]), feeds, np.int8)
+    got = Session(lib, data).run(feeds)[0]
+    acc = np.matmul(a.astype(np.int32) - feeds["az"].astype(np.int32)[:, None],
+                    b.astype(np.int32) - feeds["bz"].astype(np.int32))
+    f32 = {k: feeds[k].astype(np.float32) for k in ("as", "bs", "ys")}
+    want = requantize(acc, f32["as"][:, None] * f32["bs"][None, :] / f32["ys"], feeds["yz"])
+    assert got.shape == (3, 5, 4)
     np.testing.assert_array_equal(got, want)
 
 
