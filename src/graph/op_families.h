@@ -17,8 +17,8 @@
 /* X(ID, name): OP_FAMILY_<ID> is the family's id, <name> its file stem and table infix. */
 #define OP_FAMILIES(X)                                                                                               \
     X(ELEMENTWISE, elementwise) /* unary, binary with broadcasting, compare, logic, Where, Cast, ElementwiseChain */ \
-    X(LINALG, linalg)           /* MatMul, Gemm */                                                                   \
-    X(CONV, conv)               /* Conv, ConvTranspose, BatchNormalization, pools */                                 \
+    X(LINALG, linalg)           /* MatMul, Gemm, MatMulInteger, QLinearMatMul */                                     \
+    X(CONV, conv)               /* Conv, ConvTranspose, BatchNormalization, pools, ConvInteger, QLinearConv */       \
     X(REDUCE, reduce)           /* Reduce*, ArgMax/ArgMin, TopK, Softmax-like ops, normalisations */                 \
     X(MOVEMENT, movement)       /* reshapes, transposes, concat/split/slice, gathers, scatters, pads, generators */  \
     X(ATTENTION, attention)     /* Attention, RotaryEmbedding, Swish, SwiGLU, LinearAttention, CausalConvWithState */ \

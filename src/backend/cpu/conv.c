@@ -1,4 +1,5 @@
-/* CPU kernels of the conv family: Conv, ConvTranspose, BatchNormalization and the pools. */
+/* CPU kernels of the conv family: Conv, ConvTranspose, BatchNormalization and the pools (ConvInteger and QLinearConv
+ * in conv_quant.c). */
 
 /* Conv runs the direct kernel of conv_direct.c where the shape suits it, else im2col + sgemm (X itself
  * for 1x1 convs), and a direct loop for depthwise; ConvTranspose runs sgemm + col2im. A Relu the graph
@@ -17,6 +18,8 @@
 #include "backend/cpu/cpu_staging.h"
 #include "core/status.h"
 #include "graph/shape/conv_params.h"
+
+cinfer_status cpu_run_qconv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out);
 
 /* Work (elements touched) below which a kernel stays on the calling thread: a fork/join with a worker
  * that has to wake up (or is preempted on a busy machine) costs more than such small loops save. */
@@ -1028,5 +1031,7 @@ const cpu_kernel cpu_conv_kernels[] = {
     {"GlobalAveragePool", run_global_avgpool},
     {"GlobalMaxPool", run_global_maxpool},
     {"GlobalLpPool", run_global_lppool},
+    {"ConvInteger", cpu_run_qconv},
+    {"QLinearConv", cpu_run_qconv},
     {NULL, NULL},
 };

@@ -3,6 +3,8 @@
 #ifndef CINFER_CPU_KERNELS_H
 #define CINFER_CPU_KERNELS_H
 
+#include <math.h>
+
 #include "core/status.h"
 #include "graph/graph.h"
 #include "graph/op_families.h"
@@ -70,6 +72,27 @@ static inline int64_t cpu_broadcast_offset_c(const cpu_broadcast *bc, int64_t i)
         i /= bc->dims[d];
     }
     return c;
+}
+
+/* ---- the integer quantized ops (MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv) ---- */
+
+/* Element i of an int8 or uint8 tensor. */
+static inline int32_t cpu_load_q8(const tensor *t, int64_t i) {
+    return t->dtype == CINFER_DTYPE_INT8 ? ((const int8_t *)t->data)[i] : ((const uint8_t *)t->data)[i];
+}
+
+/* Index into a quantization parameter that is one value or one per channel. */
+static inline int64_t cpu_qparam_at(const tensor *p, int64_t channel) { return tensor_numel(p) == 1 ? 0 : channel; }
+
+/* Element i of int8 or uint8 y (dtype t) = saturate(round_half_even(acc * scale) + zero_point), in float like
+ * onnxruntime's requantisation: float32 multiplier and product, rounded to nearest even, then clamped. */
+static inline void cpu_requantize_q8(int32_t acc, float scale, int32_t zero_point, void *y, cinfer_dtype t,
+                                     int64_t i) {
+    float v = nearbyintf((float)acc * scale) + (float)zero_point;
+    float lo = t == CINFER_DTYPE_INT8 ? -128.0f : 0.0f, hi = t == CINFER_DTYPE_INT8 ? 127.0f : 255.0f;
+    v = v < lo ? lo : v > hi ? hi : v;
+    if (t == CINFER_DTYPE_INT8) ((int8_t *)y)[i] = (int8_t)v;
+    else ((uint8_t *)y)[i] = (uint8_t)v;
 }
 
 #endif

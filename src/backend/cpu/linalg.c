@@ -1,4 +1,4 @@
-/* CPU kernels of the linalg family: MatMul (numpy batching) and Gemm. */
+/* CPU kernels of the linalg family: MatMul (numpy batching), Gemm, MatMulInteger and QLinearMatMul. */
 
 /* float and double go to OpenBLAS, float16/bfloat16 through float32 staging, integers through plain loops
  * that wrap like numpy. */
@@ -312,8 +312,70 @@ static cinfer_status gemm_product(const graph_node *n, const tensor *in, int num
     return CINFER_OK;
 }
 
+/* ---- MatMulInteger, QLinearMatMul (exact reference kernels) ---- */
+
+/* A's matrices of [rows, cols] minus their zero point (per tensor or per row), as int32. */
+static void widen_rows(const tensor *a, const tensor *zp, int64_t rows, int64_t cols, int32_t *dst) {
+    int64_t count = tensor_numel(a);
+    for (int64_t e = 0; e < count; e++)
+        dst[e] = cpu_load_q8(a, e) - (zp ? cpu_load_q8(zp, cpu_qparam_at(zp, (e / cols) % rows)) : 0);
+}
+
+/* B's matrices of [rows, cols] minus their zero point (per tensor or per column), as int32 and transposed, so
+ * each output element is a dot product of two contiguous vectors. */
+static void widen_cols_transposed(const tensor *b, const tensor *zp, int64_t rows, int64_t cols, int32_t *dst) {
+    int64_t count = tensor_numel(b), size = rows * cols;
+    for (int64_t e = 0; e < count; e++) {
+        int64_t r = (e / cols) % rows, c = e % cols;
+        dst[e - e % size + c * rows + r] = cpu_load_q8(b, e) - (zp ? cpu_load_q8(zp, cpu_qparam_at(zp, c)) : 0);
+    }
+}
+
+/* Y = (A - a_zero_point) x (B - b_zero_point) accumulated in int32 (wrapping), numpy batching; QLinearMatMul then
+ * requantises each element with a_scale * b_scale / y_scale (float) and y_zero_point. */
+static cinfer_status run_qmatmul(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    linalg_qmatmul p;
+    CINFER_TRY(linalg_compute_qmatmul(n, in, num_in, &p));
+    const tensor *a = &in[0], *b = &in[p.qlinear ? 3 : 1];
+    const int64_t m = p.mm.m, k = p.mm.k, nn = p.mm.n, jobs = p.mm.batch * m;
+    int64_t na = tensor_numel(a), nbv = tensor_numel(b);
+    if (tensor_numel(&out[0]) == 0) return CINFER_OK;
+    int32_t *wa = cpu_scratch(align_up((size_t)na * 4) + (size_t)nbv * 4 + 4);
+    if (!wa)
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "%s node '%s': cannot allocate the widened operands", n->op_type,
+                          n->name);
+    int32_t *wb = wa + align_up((size_t)na * 4) / 4;
+    widen_rows(a, p.a_zp, m, k, wa);
+    widen_cols_transposed(b, p.b_zp, k, nn, wb);
+    float y_scale = p.qlinear ? (float)tensor_get_double(p.y_scale, 0) : 0.0f;
+    int32_t y_zp = p.qlinear ? cpu_load_q8(p.y_zp, 0) : 0;
+#pragma omp parallel for num_threads(cpu_num_threads()) if (jobs * nn * k > 65536)
+    for (int64_t job = 0; job < jobs; job++) {
+        int64_t i = job / m, r = job % m, oa, ob;
+        batch_offsets(i, p.mm.nb, p.mm.batch_dims, p.mm.stride_a, p.mm.stride_b, &oa, &ob);
+        const int32_t *ar = wa + (oa * m + r) * k;
+        float a_scale = p.qlinear ? (float)tensor_get_double(p.a_scale, cpu_qparam_at(p.a_scale, r)) : 0.0f;
+        for (int64_t c = 0; c < nn; c++) {
+            const int32_t *bc = wb + ob * k * nn + c * k;
+            uint32_t acc = 0; /* unsigned: int32 accumulation wraps rather than overflowing */
+            for (int64_t j = 0; j < k; j++) acc += (uint32_t)(ar[j] * bc[j]);
+            int64_t e = job * nn + c;
+            if (!p.qlinear) {
+                ((int32_t *)out[0].data)[e] = (int32_t)acc;
+                continue;
+            }
+            float scale = a_scale * (float)tensor_get_double(p.b_scale, cpu_qparam_at(p.b_scale, c)) / y_scale;
+            cpu_requantize_q8((int32_t)acc, scale, y_zp, out[0].data, out[0].dtype, e);
+        }
+    }
+    return CINFER_OK;
+}
+
 const cpu_kernel cpu_linalg_kernels[] = {
     {"MatMul", run_matmul},
     {"Gemm", run_gemm},
+    {"MatMulInteger", run_qmatmul},
+    {"QLinearMatMul", run_qmatmul},
     {NULL, NULL},
 };

@@ -1,4 +1,4 @@
-/* Op schemas of the conv family: Conv, ConvTranspose, BatchNormalization and the pools. */
+/* Op schemas of the conv family: Conv, ConvTranspose, BatchNormalization, the pools, ConvInteger and QLinearConv. */
 #include <string.h>
 
 #include "core/status.h"
@@ -307,12 +307,9 @@ static cinfer_status check_bias(const graph_node *n, const tensor *in, int num_i
     return CINFER_OK;
 }
 
-/* Conv / ConvTranspose: checks X and W (float types, one rank >= 3) and reads group (>= 1). */
-static cinfer_status check_conv_operands(const graph_node *n, const tensor *in, int num_in, int64_t *group) {
-    const tensor *x = &in[0], *w = &in[1];
+/* X and W of one rank >= 3, and group (>= 1). */
+static cinfer_status check_conv_ranks(const graph_node *n, const tensor *x, const tensor *w, int64_t *group) {
     char sx[128], sw[128];
-    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
-    CINFER_TRY(check_float_input(n, in, num_in, 1, "W", x->dtype));
     if (x->ndim < 3 || w->ndim != x->ndim)
         return core_error(CINFER_ERR_INVALID_MODEL,
                           "%s node '%s': X %s and W %s must have the same rank >= 3 (N, C, spatial...)", n->op_type,
@@ -321,6 +318,29 @@ static cinfer_status check_conv_operands(const graph_node *n, const tensor *in, 
     if (*group < 1)
         return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': group is %lld, expected >= 1", n->op_type,
                           n->name, (long long)*group);
+    return CINFER_OK;
+}
+
+/* Conv / ConvTranspose: checks X and W (float types, one rank >= 3) and reads group (>= 1). */
+static cinfer_status check_conv_operands(const graph_node *n, const tensor *in, int num_in, int64_t *group) {
+    CINFER_TRY(shape_expect_dtype(n, in, 0, float_types));
+    CINFER_TRY(check_float_input(n, in, num_in, 1, "W", in[0].dtype));
+    return check_conv_ranks(n, &in[0], &in[1], group);
+}
+
+/* Conv's channel rule: W [M, C / group, k...] with M a multiple of group. */
+static cinfer_status check_conv_channels(const graph_node *n, const tensor *x, const tensor *w, int64_t group) {
+    char sx[128], sw[128];
+    int64_t c = x->dims[1], m = w->dims[0];
+    if (w->dims[1] * group != c)
+        return core_error(CINFER_ERR_INVALID_MODEL,
+                          "%s node '%s': X %s has %lld channels but W %s with group %lld expects %lld (W[1] * group)",
+                          n->op_type, n->name, tensor_shape_str(x, sx, sizeof sx), (long long)c,
+                          tensor_shape_str(w, sw, sizeof sw), (long long)group, (long long)(w->dims[1] * group));
+    if (m % group != 0)
+        return core_error(CINFER_ERR_INVALID_MODEL,
+                          "%s node '%s': W %s has %lld output channels, not a multiple of group %lld", n->op_type,
+                          n->name, tensor_shape_str(w, sw, sizeof sw), (long long)m, (long long)group);
     return CINFER_OK;
 }
 
@@ -340,19 +360,10 @@ static cinfer_status window_shape(const graph_node *n, const tensor *x, const te
 
 static cinfer_status infer_conv_channels_first(const graph_node *n, const tensor *in, int num_in, tensor *out) {
     const tensor *x = &in[0], *w = &in[1];
-    char sx[128], sw[128];
     int64_t group = 1;
     CINFER_TRY(check_conv_operands(n, in, num_in, &group));
-    int64_t c = x->dims[1], m = w->dims[0];
-    if (w->dims[1] * group != c)
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "Conv node '%s': X %s has %lld channels but W %s with group %lld expects %lld (W[1] * group)",
-                          n->name, tensor_shape_str(x, sx, sizeof sx), (long long)c, tensor_shape_str(w, sw, sizeof sw),
-                          (long long)group, (long long)(w->dims[1] * group));
-    if (m % group != 0)
-        return core_error(CINFER_ERR_INVALID_MODEL,
-                          "Conv node '%s': W %s has %lld output channels, not a multiple of group %lld", n->name,
-                          tensor_shape_str(w, sw, sizeof sw), (long long)m, (long long)group);
+    int64_t m = w->dims[0];
+    CINFER_TRY(check_conv_channels(n, x, w, group));
     CINFER_TRY(check_bias(n, in, num_in, m));
     CINFER_TRY(window_shape(n, x, w, m, &out[0]));
     if (num_in < 4) return CINFER_OK;
@@ -480,8 +491,75 @@ static cinfer_status infer_global_pool(const graph_node *n, const tensor *in, in
     return CINFER_OK;
 }
 
+/* ---- ConvInteger, QLinearConv ---- */
+
+static const cinfer_dtype int8_types[] = {CINFER_DTYPE_INT8, CINFER_DTYPE_UINT8, CINFER_DTYPE_UNDEFINED};
+
+/* Quantization parameter i: NULL when optional and absent; of `types`; one value, or (m > 0) one per output
+ * channel. */
+static cinfer_status qconv_param(const graph_node *n, const tensor *in, int num_in, int i, const char *what,
+                                 const cinfer_dtype *types, bool required, int64_t m, const tensor **p) {
+    char sp[128];
+    *p = NULL;
+    if (!required && (i >= num_in || in[i].dtype == CINFER_DTYPE_UNDEFINED)) return CINFER_OK;
+    CINFER_TRY(shape_expect_dtype(n, in, i, types));
+    const tensor *t = &in[i];
+    bool one = t->ndim <= 1 && tensor_numel(t) == 1;
+    if (!one && !(m > 0 && t->ndim == 1 && t->dims[0] == m))
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': %s has shape %s, expected one value%s", n->op_type,
+                          n->name, what, tensor_shape_str(t, sp, sizeof sp),
+                          m > 0 ? " or one per output channel" : "");
+    *p = t;
+    return CINFER_OK;
+}
+
+cinfer_status conv_compute_quant(const graph_node *n, const tensor *in, int num_in, conv_quant *q) {
+    static const cinfer_dtype scale_types[] = {CINFER_DTYPE_FLOAT, CINFER_DTYPE_UNDEFINED};
+    static const cinfer_dtype bias_types[] = {CINFER_DTYPE_INT32, CINFER_DTYPE_UNDEFINED};
+    char sb[128];
+    q->qlinear = strcmp(n->op_type, "QLinearConv") == 0;
+    int ix = 0, iw = q->qlinear ? 3 : 1;
+    CINFER_TRY(shape_expect_dtype(n, in, ix, int8_types));
+    CINFER_TRY(shape_expect_dtype(n, in, iw, int8_types));
+    q->x = &in[ix];
+    q->w = &in[iw];
+    CINFER_TRY(check_conv_ranks(n, q->x, q->w, &q->group));
+    CINFER_TRY(check_conv_channels(n, q->x, q->w, q->group));
+    const cinfer_dtype x_type[] = {q->x->dtype, CINFER_DTYPE_UNDEFINED};
+    const cinfer_dtype w_type[] = {q->w->dtype, CINFER_DTYPE_UNDEFINED};
+    int64_t m = q->w->dims[0];
+    q->x_scale = q->w_scale = q->y_scale = q->y_zp = q->bias = NULL;
+    if (!q->qlinear) {
+        CINFER_TRY(qconv_param(n, in, num_in, 2, "x_zero_point", x_type, false, 0, &q->x_zp));
+        return qconv_param(n, in, num_in, 3, "w_zero_point", w_type, false, m, &q->w_zp);
+    }
+    CINFER_TRY(qconv_param(n, in, num_in, 1, "x_scale", scale_types, true, 0, &q->x_scale));
+    CINFER_TRY(qconv_param(n, in, num_in, 2, "x_zero_point", x_type, true, 0, &q->x_zp));
+    CINFER_TRY(qconv_param(n, in, num_in, 4, "w_scale", scale_types, true, m, &q->w_scale));
+    CINFER_TRY(qconv_param(n, in, num_in, 5, "w_zero_point", w_type, true, m, &q->w_zp));
+    CINFER_TRY(qconv_param(n, in, num_in, 6, "y_scale", scale_types, true, 0, &q->y_scale));
+    CINFER_TRY(qconv_param(n, in, num_in, 7, "y_zero_point", int8_types, true, 0, &q->y_zp));
+    CINFER_TRY(qconv_param(n, in, num_in, 8, "B", bias_types, false, m, &q->bias));
+    if (q->bias && (q->bias->ndim != 1 || q->bias->dims[0] != m))
+        return core_error(CINFER_ERR_INVALID_MODEL, "QLinearConv node '%s': bias B has shape %s, expected [%lld]",
+                          n->name, tensor_shape_str(q->bias, sb, sizeof sb), (long long)m);
+    return CINFER_OK;
+}
+
+/* Conv's shape; int32 (ConvInteger) or y_zero_point's dtype (QLinearConv). */
+static cinfer_status infer_qconv(const graph_node *n, const tensor *in, int num_in, tensor *out, int num_out) {
+    (void)num_out;
+    conv_quant q;
+    CINFER_TRY(conv_compute_quant(n, in, num_in, &q));
+    CINFER_TRY(window_shape(n, q.x, q.w, q.w->dims[0], &out[0]));
+    out[0].dtype = q.qlinear ? q.y_zp->dtype : CINFER_DTYPE_INT32;
+    return CINFER_OK;
+}
+
 const op_schema shape_conv_schemas[] = {
     {"Conv", infer_conv, 0, 0, 2, 4}, /* the 4th: the fused residual (graph/fusion.c) */
+    {"ConvInteger", infer_qconv, 0, 0, 2, 4},
+    {"QLinearConv", infer_qconv, 0, 0, 8, 9},
     {"ConvTranspose", infer_conv_transpose, 0, 0, 2, 3},
     {"BatchNormalization", infer_batchnorm, 0, 0, 5, 5},
     {"MaxPool", infer_maxpool, 0, 0, 1, 1},

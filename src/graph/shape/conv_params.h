@@ -1,5 +1,5 @@
-/* Parameters of the conv family (Conv, ConvTranspose, the pools) that both their schemas (shapes) and their
- * kernels (CPU and CUDA) work out: the sliding window's attributes, the output size, the pads auto_pad implies,
+/* Parameters of the conv family (Conv, ConvTranspose, the pools, ConvInteger, QLinearConv) that both their schemas
+ * (shapes) and their kernels (CPU and CUDA) work out: the sliding window's attributes, the output size, the pads auto_pad implies,
  * and the pools' own attributes. */
 #ifndef CINFER_GRAPH_SHAPE_CONV_PARAMS_H
 #define CINFER_GRAPH_SHAPE_CONV_PARAMS_H
@@ -56,6 +56,19 @@ cinfer_status conv_compute_geom(const graph_node *n, const tensor *x, const tens
  * [M] (b NULL: none), Y [N, M, ...] and group >= 1 dividing C and M. */
 cinfer_status conv_compute_conv(const graph_node *n, const tensor *x, const tensor *w, const tensor *b,
                                 const tensor *y, const char *backend, conv_geom *g, int64_t *group);
+
+/* ConvInteger (x, w, x_zero_point?, w_zero_point?) and QLinearConv (x, x_scale, x_zero_point, w, w_scale,
+ * w_zero_point, y_scale, y_zero_point, B?): x and w int8 or uint8 (each its own) under Conv's rank, channel and
+ * group rules; the zero points have their operand's dtype; x's and y's zero point and scale are one value, w's one
+ * value or one per output channel [M]; scales float32; B int32 [M]. Pointers into the node's inputs, NULL when
+ * absent (the scales, y's and B are absent for ConvInteger). */
+typedef struct conv_quant {
+    bool qlinear;
+    int64_t group;
+    const tensor *x, *w, *x_zp, *w_zp, *x_scale, *w_scale, *y_scale, *y_zp, *bias;
+} conv_quant;
+
+cinfer_status conv_compute_quant(const graph_node *n, const tensor *in, int num_in, conv_quant *q);
 
 /* The pools' own attributes: MaxPool's storage_order (0 or 1), AveragePool's count_include_pad and the Lp
  * pools' p (>= 1; 2 elsewhere). */

@@ -1,5 +1,6 @@
-/* Parameters of the linalg ops (MatMul, Gemm) that both their schemas (shapes) and their kernels (CPU and CUDA)
- * work out: numpy matmul's matrix dims and broadcast batch geometry, and Gemm's transposes, scalars and C. */
+/* Parameters of the linalg ops (MatMul, Gemm, MatMulInteger, QLinearMatMul) that both their schemas (shapes) and
+ * their kernels (CPU and CUDA) work out: numpy matmul's matrix dims and broadcast batch geometry, Gemm's transposes,
+ * scalars and C, and the quantized products' zero points and scales. */
 #ifndef CINFER_GRAPH_SHAPE_LINALG_PARAMS_H
 #define CINFER_GRAPH_SHAPE_LINALG_PARAMS_H
 
@@ -23,6 +24,19 @@ typedef struct linalg_matmul {
 /* Checks A and B (one supported dtype, rank >= 1, inner dims equal, batch dims broadcastable, result rank within
  * CINFER_MAX_DIMS) and works out the geometry. */
 cinfer_status linalg_compute_matmul(const graph_node *n, const tensor *in, linalg_matmul *p);
+
+/* MatMulInteger (A, B, a_zero_point?, b_zero_point?) and QLinearMatMul (a, a_scale, a_zero_point, b, b_scale,
+ * b_zero_point, y_scale, y_zero_point): A and B int8 or uint8 (each its own), numpy matmul's geometry; the zero
+ * points have their operand's dtype; each zero point and scale of A is one value or one per row of A ([m]), of B
+ * one value or one per column of B ([n]); y's are one value. Pointers into the node's inputs, NULL when absent
+ * (the scales and y's are absent for MatMulInteger). */
+typedef struct linalg_qmatmul {
+    linalg_matmul mm;
+    bool qlinear;
+    const tensor *a_zp, *b_zp, *a_scale, *b_scale, *y_scale, *y_zp;
+} linalg_qmatmul;
+
+cinfer_status linalg_compute_qmatmul(const graph_node *n, const tensor *in, int num_in, linalg_qmatmul *p);
 
 /* Gemm: Y [m, n] = alpha * op(A) [m, k] * op(B) [k, n] + beta * C, C (optional) unidirectionally broadcast from
  * [c_rows, c_cols] (each 1 or the full extent). */
