@@ -82,36 +82,72 @@ cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, cons
     return st;
 }
 
-cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
-    if (!path || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_load: path and out are required");
-    *out = NULL;
+/* Reads the file at `path` into *bytes (malloc'd, the caller frees it) and *size. */
+static cinfer_status read_model_file(const char *path, char **bytes, size_t *size) {
+    *bytes = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return core_error(CINFER_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
-    cinfer_status st = CINFER_OK;
-    char *bytes = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    long length = -1;
+    if (fseek(f, 0, SEEK_END) == 0) length = ftell(f);
+    if (length < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
     }
-    bytes = malloc((size_t)size + 1);
-    if (!bytes) {
+    *bytes = malloc((size_t)length + 1);
+    if (!*bytes) {
         fclose(f);
-        return core_error(CINFER_ERR_OUT_OF_MEMORY, "model '%s': cannot allocate %ld bytes", path, size);
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "model '%s': cannot allocate %ld bytes", path, length);
     }
-    if (fread(bytes, 1, (size_t)size, f) != (size_t)size) st = core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
+    cinfer_status st = CINFER_OK;
+    if (fread(*bytes, 1, (size_t)length, f) != (size_t)length) st = core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
     fclose(f);
-    if (st == CINFER_OK) {
-        char *copy = strdup(path);
-        if (!copy) {
-            free(bytes);
-            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
-        }
-        st = cinfer_model_load_from_memory(bytes, (size_t)size, dirname(copy), out);
-        free(copy);
-        if (st != CINFER_OK) core_error_prefix(st, "model '%s': ", path);
+    if (st != CINFER_OK) {
+        free(*bytes);
+        *bytes = NULL;
     }
+    *size = (size_t)length;
+    return st;
+}
+
+cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
+    if (!path || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_load: path and out are required");
+    *out = NULL;
+    char *bytes = NULL, *copy = NULL;
+    size_t size = 0;
+    CINFER_TRY(read_model_file(path, &bytes, &size));
+    cinfer_status st = (copy = strdup(path)) ? CINFER_OK : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == CINFER_OK) st = cinfer_model_load_from_memory(bytes, size, dirname(copy), out);
+    if (st != CINFER_OK) core_error_prefix(st, "model '%s': ", path);
+    free(copy);
+    free(bytes);
+    return st;
+}
+
+cinfer_status cinfer_model_unsupported_nodes(const char *path, void (*visit)(const cinfer_node_ref *node, void *ctx),
+                                             void *ctx, size_t *count) {
+    if (count) *count = 0;
+    if (!path) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_unsupported_nodes: path is required");
+    char *bytes = NULL, *copy = NULL;
+    size_t size = 0;
+    graph *g = NULL;
+    CINFER_TRY(read_model_file(path, &bytes, &size));
+    cinfer_status st = (copy = strdup(path)) ? CINFER_OK : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == CINFER_OK) st = onnx_load_graph(bytes, size, dirname(copy), &g);
+    if (st != CINFER_OK) {
+        core_error_prefix(st, "model '%s': ", path);
+        goto done;
+    }
+    g->evaluator = (graph_evaluator){.iface = &cpu_evaluator, .context = NULL}; /* what cinfer_model_load binds with */
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (graph_node_supported(g, n)) continue;
+        if (count) (*count)++;
+        cinfer_node_ref ref = {.name = n->name, .op_type = n->op_type, .domain = n->domain, .opset = n->opset};
+        if (visit) visit(&ref, ctx);
+    }
+done:
+    graph_free(g);
+    free(copy);
     free(bytes);
     return st;
 }
