@@ -452,11 +452,17 @@ static int cmd_gpus(void) {
     return 0;
 }
 
+/* The op table by domain: op, opsets it is accepted at, backends. */
 static int cmd_ops(void) {
-    size_t n = cinfer_num_supported_ops();
-    for (size_t i = 0; i < n; i++) {
-        const char *name, *backends;
-        if (cinfer_supported_op(i, &name, &backends) == CINFER_OK) printf("%-28s %s\n", name, backends);
+    static const char *const domains[] = {"ai.onnx", "com.microsoft", "cinfer"};
+    printf("%-14s %-34s %-9s %s\n", "domain", "op", "opsets", "backends");
+    for (size_t d = 0, n = cinfer_num_op_entries(); d < sizeof domains / sizeof domains[0] * n; d++) {
+        cinfer_op_info op;
+        if (cinfer_op_entry(d % n, &op) != CINFER_OK) return fail("ops");
+        if (strcmp(op.domain, domains[d / n]) != 0) continue;
+        char opsets[32] = "-";
+        if (op.first_opset) snprintf(opsets, sizeof opsets, "%lld-%lld", (long long)op.first_opset, (long long)op.last_opset);
+        printf("%-14s %-34s %-9s %s\n", op.domain, op.op_type, opsets, op.backends);
     }
     return 0;
 }

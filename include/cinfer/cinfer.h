@@ -150,6 +150,18 @@ CINFER_API cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t 
  * the CUDA module loads: an NVIDIA driver is present). */
 CINFER_API size_t cinfer_num_supported_ops(void);
 CINFER_API cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
+/* The op table `cinfer ops` prints: one entry per op a model may use. domain "ai.onnx" (the default domain; opsets
+ * first_opset..last_opset of the pinned onnx schema history; files older than opset 13 are upgraded at load),
+ * "com.microsoft" (onnxruntime's contrib ops, domain version 1, lowered at load onto ONNX ops) or "cinfer" (the
+ * engine's own ops that its passes make; opsets 0). backends as cinfer_supported_op gives them. */
+typedef struct cinfer_op_info {
+    const char *op_type;
+    const char *domain;
+    int64_t first_opset, last_opset;
+    const char *backends;
+} cinfer_op_info;
+CINFER_API size_t cinfer_num_op_entries(void);
+CINFER_API cinfer_status cinfer_op_entry(size_t index, cinfer_op_info *out);
 
 /* ---- CUDA devices ----
  * The CUDA backend is a module (libcinfer_cuda.so beside libcinfer.so, or the path in CINFER_CUDA_MODULE)

@@ -7,7 +7,9 @@
 
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "onnx/contrib_ops.h"
 #include "onnx/onnx_loader.h"
+#include "onnx/opset_upgrade.h"
 #include "runtime/model.h"
 #include "backend/backend.h"
 #include "backend/cuda_module.h"
@@ -219,6 +221,26 @@ cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char
         bool cpu = backend_cpu_has_op(s->op_type), cuda = m && m->has_op(s->op_type);
         *backends = cpu && cuda ? "cpu,cuda" : cpu ? "cpu" : cuda ? "cuda" : "";
     }
+    return CINFER_OK;
+}
+
+size_t cinfer_num_op_entries(void) { return op_schema_count() + onnx_contrib_op_count(); }
+
+cinfer_status cinfer_op_entry(size_t index, cinfer_op_info *out) {
+    if (!out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_op_entry: out is NULL");
+    if (index >= cinfer_num_op_entries()) return core_error(CINFER_ERR_NOT_FOUND, "op entry %zu out of range", index);
+    if (index >= op_schema_count()) { /* a contrib op: lowered at import onto ONNX ops both backends run */
+        *out = (cinfer_op_info){.op_type = onnx_contrib_op_name(index - op_schema_count()), .domain = "com.microsoft",
+                                .first_opset = 1, .last_opset = 1, .backends = "lowered to ONNX ops"};
+        return CINFER_OK;
+    }
+    *out = (cinfer_op_info){0};
+    CINFER_TRY(cinfer_supported_op(index, &out->op_type, &out->backends));
+    int first, last;
+    bool onnx = opset_op_range(out->op_type, &first, &last);
+    out->domain = onnx ? "ai.onnx" : "cinfer";
+    out->first_opset = first;
+    out->last_opset = last;
     return CINFER_OK;
 }
 

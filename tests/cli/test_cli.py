@@ -160,10 +160,26 @@ def test_inspect_lists_unsupported_nodes_beyond_the_load_error(cli, tmp_path):
     assert all(f"extra{k} " in out for k in range(30)) and "33 nodes of" in out, out
 
 
-def test_ops_lists_backends(cli):
-    out = run(cli, "ops")
+def test_ops_lists_the_table_by_domain(cli):
+    """cinfer ops: domain, op, opsets, backends; rows grouped by domain; each ONNX op's range runs from its first
+    version in onnx's schema history to the newest opset there (or the one before it was deprecated)."""
+    from onnx import defs
+    rows = [line.split(None, 3) for line in run(cli, "ops").splitlines()[1:]]
+    domains = [r[0] for r in rows]
+    assert sorted(set(domains), key=domains.index) == ["ai.onnx", "com.microsoft", "cinfer"]
+    assert all(domains[i] == domains[i - 1] or domains[i] not in domains[:i] for i in range(1, len(domains)))
+    table = {(r[0], r[1]): r for r in rows}
     # "cpu", or "cpu,cuda" where the CUDA module loads (a machine with an NVIDIA driver)
-    assert any(line.split()[:1] == ["Conv"] and "cpu" in line.split()[1].split(",") for line in out.splitlines())
+    assert "cpu" in table[("ai.onnx", "Conv")][3].split(",")
+    assert ("com.microsoft", "SkipLayerNormalization") in table and ("com.microsoft", "Attention") in table
+    newest = max(s.since_version for s in defs.get_all_schemas_with_history() if s.domain == "")
+    for (domain, op), row in table.items():
+        if domain != "ai.onnx":
+            continue
+        history = sorted((s for s in defs.get_all_schemas_with_history() if s.domain == "" and s.name == op),
+                         key=lambda s: s.since_version)
+        last = history[-1].since_version - 1 if history[-1].deprecated else newest
+        assert row[2] == f"{history[0].since_version}-{last}", (op, row)
 
 
 def test_bench_prints_latency_table(cli):
