@@ -452,11 +452,17 @@ static int cmd_gpus(void) {
     return 0;
 }
 
+/* The op table by domain: op, opsets it is accepted at, backends. */
 static int cmd_ops(void) {
-    size_t n = cinfer_num_supported_ops();
-    for (size_t i = 0; i < n; i++) {
-        const char *name, *backends;
-        if (cinfer_supported_op(i, &name, &backends) == CINFER_OK) printf("%-28s %s\n", name, backends);
+    static const char *const domains[] = {"ai.onnx", "com.microsoft", "cinfer"};
+    printf("%-14s %-34s %-9s %s\n", "domain", "op", "opsets", "backends");
+    for (size_t d = 0, n = cinfer_num_op_entries(); d < sizeof domains / sizeof domains[0] * n; d++) {
+        cinfer_op_info op;
+        if (cinfer_op_entry(d % n, &op) != CINFER_OK) return fail("ops");
+        if (strcmp(op.domain, domains[d / n]) != 0) continue;
+        char opsets[32] = "-";
+        if (op.first_opset) snprintf(opsets, sizeof opsets, "%lld-%lld", (long long)op.first_opset, (long long)op.last_opset);
+        printf("%-14s %-34s %-9s %s\n", op.domain, op.op_type, opsets, op.backends);
     }
     return 0;
 }
@@ -581,10 +587,34 @@ static void print_node_list(const char *label, const cinfer_session *session, si
     for (size_t i = 0; i < count; i++) printf("%s%s", node(session, i), i + 1 < count ? ", " : ")\n");
 }
 
+/* Prints one unsupported node, the table's heading before the first (ctx: the model path). */
+static void print_unsupported_node(const cinfer_node_ref *node, void *ctx) {
+    static bool heading_printed;
+    if (!heading_printed)
+        printf("unsupported nodes of %s:\n  %-32s %-24s %-20s %s\n", (const char *)ctx, "node", "op", "domain", "opset");
+    heading_printed = true;
+    printf("  %-32s %-24s %-20s %lld\n", node->name, node->op_type, node->domain[0] ? node->domain : "ai.onnx",
+           (long long)node->opset);
+}
+
+/* Lists every node of the model that cinfer cannot run; 1 when there is any, 0 when none (or the file does not
+ * decode: the load that follows reports that). */
+static int list_unsupported_nodes(const char *path) {
+    size_t count = 0;
+    if (!path || cinfer_model_unsupported_nodes(path, print_unsupported_node, (void *)path, &count) != CINFER_OK ||
+        count == 0)
+        return 0;
+    fprintf(stderr, "cinfer: inspect: %zu node%s of '%s' use%s ops cinfer does not support (listed above); "
+            "`cinfer ops` lists the supported ones\n", count, count > 1 ? "s" : "", path, count > 1 ? "" : "s");
+    return 1;
+}
+
 static int cmd_inspect(const cli_options *o) {
     cinfer_model *model;
     cinfer_session *session;
-    int rc = open_model(o, &model, &session, NULL);
+    int rc = list_unsupported_nodes(o->model_path);
+    if (rc) return rc;
+    rc = open_model(o, &model, &session, NULL);
     if (rc) return rc;
     if ((rc = check_shape_options(o, model, NULL)) != 0) {
         cinfer_session_free(session);

@@ -113,12 +113,27 @@ CINFER_API size_t cinfer_dtype_size(cinfer_dtype t);         /* bytes per elemen
 
 /* ---- models ---- */
 /* Loads an ONNX model file. External data files are resolved relative to the model's folder and
- * may not escape it. Fails listing every unsupported op (with node names) at once. */
+ * may not escape it. An unsupported construct fails naming its nodes (name, op, domain, opset: the first 20 and
+ * their count) at once. */
 CINFER_API cinfer_status cinfer_model_load(const char *path, cinfer_model **out);
 /* Same from bytes in memory; base_dir (may be NULL) is where external data files live. */
 CINFER_API cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, const char *base_dir,
                                                        cinfer_model **out);
 CINFER_API void cinfer_model_free(cinfer_model *model);
+/* A node of a model file as cinfer_model_unsupported_nodes reports it: its name, op type, domain ("" is the default
+ * ONNX domain) and the opset version the model imports that domain at. The strings live until the callback returns. */
+typedef struct cinfer_node_ref {
+    const char *name;
+    const char *op_type;
+    const char *domain;
+    int64_t opset;
+} cinfer_node_ref;
+/* Every node of the ONNX file at `path` that cinfer cannot run, all at once (cinfer_model_load names the first 20):
+ * `visit` (may be NULL) is called for each in graph order, *count (may be NULL) gets how many. Returns CINFER_OK when
+ * the file decodes, however many nodes are unsupported; a file that does not decode fails as cinfer_model_load does. */
+CINFER_API cinfer_status cinfer_model_unsupported_nodes(const char *path,
+                                                        void (*visit)(const cinfer_node_ref *node, void *ctx),
+                                                        void *ctx, size_t *count);
 
 CINFER_API size_t cinfer_model_num_inputs(const cinfer_model *model);
 CINFER_API size_t cinfer_model_num_outputs(const cinfer_model *model);
@@ -135,6 +150,18 @@ CINFER_API cinfer_status cinfer_model_op_type(const cinfer_model *model, size_t 
  * the CUDA module loads: an NVIDIA driver is present). */
 CINFER_API size_t cinfer_num_supported_ops(void);
 CINFER_API cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char **backends);
+/* The op table `cinfer ops` prints: one entry per op a model may use. domain "ai.onnx" (the default domain; opsets
+ * first_opset..last_opset of the pinned onnx schema history; files older than opset 13 are upgraded at load),
+ * "com.microsoft" (onnxruntime's contrib ops, domain version 1, lowered at load onto ONNX ops) or "cinfer" (the
+ * engine's own ops that its passes make; opsets 0). backends as cinfer_supported_op gives them. */
+typedef struct cinfer_op_info {
+    const char *op_type;
+    const char *domain;
+    int64_t first_opset, last_opset;
+    const char *backends;
+} cinfer_op_info;
+CINFER_API size_t cinfer_num_op_entries(void);
+CINFER_API cinfer_status cinfer_op_entry(size_t index, cinfer_op_info *out);
 
 /* ---- CUDA devices ----
  * The CUDA backend is a module (libcinfer_cuda.so beside libcinfer.so, or the path in CINFER_CUDA_MODULE)

@@ -158,8 +158,11 @@ cinfer_status graph_sort(graph *g);
 void graph_recount_uses(graph *g);
 /* A float32 constant (passes rewrite those: folding, fusion). */
 bool graph_is_float_constant(const graph *g, int v);
-/* Resolves each node's schema; fails listing every unsupported op with node names: an op is supported when it has a
- * schema and g->evaluator's has_op accepts it (g->evaluator must be set). */
+/* True when node n's op is supported: it has a schema for its domain and g->evaluator's has_op accepts it
+ * (g->evaluator must be set). */
+bool graph_node_supported(const graph *g, const graph_node *n);
+/* Resolves each node's schema; fails naming the unsupported nodes (name, op, domain, opset; the first 20 of them and
+ * their count) at once. */
 cinfer_status graph_bind_schemas(graph *g);
 /* Evaluates node n on the host through g->evaluator (set: asserted); in, out and errors as its run_node states. */
 cinfer_status graph_evaluate_node(const graph *g, const graph_node *n, const tensor *in, int num_in, tensor *out,

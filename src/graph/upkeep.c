@@ -133,39 +133,53 @@ done:
     return st;
 }
 
-cinfer_status graph_bind_schemas(graph *g) {
+bool graph_node_supported(const graph *g, const graph_node *n) {
     CINFER_ASSERT(g->evaluator.iface); /* the runtime sets it before binding (runtime/model.c) */
+    return op_schema_find(n->domain, n->op_type) && g->evaluator.iface->has_op(g->evaluator.context, n->op_type);
+}
+
+/* Checks a supported node's input and output counts against its schema. */
+static cinfer_status check_node_arity(const graph_node *n) {
+    const op_schema *s = n->schema;
+    if (n->num_inputs < s->min_inputs || (s->max_inputs >= 0 && n->num_inputs > s->max_inputs))
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': has %d inputs, expected %d to %d", n->op_type,
+                          n->name, n->num_inputs, s->min_inputs, s->max_inputs);
+    /* every op's first output is required but the recurrences' (their Y may be left out for Y_h alone); the passes
+     * read output 0 of the ops they match */
+    bool optional_first = !strcmp(n->op_type, "LSTM") || !strcmp(n->op_type, "GRU") || !strcmp(n->op_type, "RNN");
+    if (!optional_first && (n->num_outputs < 1 || n->outputs[0] < 0))
+        return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': output 0 is missing (it is required)", n->op_type,
+                          n->name);
+    return CINFER_OK;
+}
+
+cinfer_status graph_bind_schemas(graph *g) {
+    enum { LISTED_MAX = 20 }; /* the error names this many unsupported nodes; `cinfer inspect` lists them all */
     char list[3072];
     size_t used = 0;
-    int unsupported = 0;
+    int unsupported = 0, listed = 0;
     list[0] = '\0';
     for (int i = 0; i < g->num_nodes; i++) {
         graph_node *n = &g->nodes[i];
-        n->schema = op_schema_find(n->domain, n->op_type);
+        bool supported = graph_node_supported(g, n);
+        n->schema = supported ? op_schema_find(n->domain, n->op_type) : NULL;
         n->schema_index = n->schema ? op_schema_index(n->schema) : -1;
-        if (n->schema && g->evaluator.iface->has_op(g->evaluator.context, n->op_type)) {
-            const op_schema *s = n->schema;
-            if (n->num_inputs < s->min_inputs || (s->max_inputs >= 0 && n->num_inputs > s->max_inputs))
-                return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': has %d inputs, expected %d to %d", n->op_type,
-                                  n->name, n->num_inputs, s->min_inputs, s->max_inputs);
-            /* every op's first output is required but the recurrences' (their Y may be left out for Y_h alone); the
-             * passes read output 0 of the ops they match */
-            bool optional_first = !strcmp(n->op_type, "LSTM") || !strcmp(n->op_type, "GRU") || !strcmp(n->op_type, "RNN");
-            if (!optional_first && (n->num_outputs < 1 || n->outputs[0] < 0))
-                return core_error(CINFER_ERR_INVALID_MODEL, "%s node '%s': output 0 is missing (it is required)",
-                                  n->op_type, n->name);
+        if (supported) {
+            CINFER_TRY(check_node_arity(n));
             continue;
         }
-        n->schema = NULL;
         unsupported++;
-        if (used < sizeof list - 200)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s%s%s (node '%s')", unsupported > 1 ? ", " : "",
-                                     n->domain[0] ? n->domain : "", n->domain[0] ? "." : "", n->op_type, n->name);
+        if (listed < LISTED_MAX && used < sizeof list - 200) {
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s'%.60s' (%.60s, %.60s v%lld)",
+                                     listed ? ", " : "", n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx",
+                                     (long long)n->opset);
+            listed++;
+        }
     }
     if (unsupported)
-        return core_error(CINFER_ERR_UNSUPPORTED, "%d node%s use%s ops cinfer does not support: %s%s", unsupported,
-                          unsupported > 1 ? "s" : "", unsupported > 1 ? "" : "s", list,
-                          used >= sizeof list - 200 ? ", ..." : "");
+        return core_error(CINFER_ERR_UNSUPPORTED, "%d unsupported node%s (op, domain, opset): %s%s", unsupported,
+                          unsupported > 1 ? "s" : "", list,
+                          listed < unsupported ? ", ... (cinfer inspect lists them all)" : "");
     return CINFER_OK;
 }
 

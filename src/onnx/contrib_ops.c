@@ -1047,6 +1047,12 @@ static const contrib_op *find_contrib(const graph_node *n) {
     return NULL;
 }
 
+size_t onnx_contrib_op_count(void) { return sizeof contrib_ops / sizeof contrib_ops[0]; }
+
+const char *onnx_contrib_op_name(size_t index) {
+    return index < onnx_contrib_op_count() ? contrib_ops[index].op_type : NULL;
+}
+
 cinfer_status onnx_lower_contrib_ops(graph *g) {
     int count = g->num_nodes, lowered = 0;
     for (int i = 0; i < count; i++)

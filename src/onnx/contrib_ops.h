@@ -12,4 +12,9 @@
  * naming the node, op, domain, version and what is unsupported. */
 cinfer_status onnx_lower_contrib_ops(graph *g);
 
+/* The com.microsoft ops onnx_lower_contrib_ops lowers (version 1 of the domain): entry index < onnx_contrib_op_count,
+ * NULL past the end. */
+size_t onnx_contrib_op_count(void);
+const char *onnx_contrib_op_name(size_t index);
+
 #endif

@@ -65,6 +65,15 @@ int opset_since_version(const char *op_type, int64_t opset) {
     return k < 0 ? 0 : h->since[k];
 }
 
+bool opset_op_range(const char *op_type, int *first, int *last) {
+    const opset_op_history *h = find_history(op_type);
+    *first = h ? h->since[0] : 0;
+    /* a deprecated version followed by a newer one (GroupNormalization 18, then 21) does not end the op */
+    bool ended = h && h->deprecated && h->deprecated == h->since[h->num_versions - 1];
+    *last = h ? (ended ? h->deprecated - 1 : OPSET_TABLE_NEWEST) : 0;
+    return h != NULL;
+}
+
 /* ---- one node being upgraded ---- */
 
 typedef struct upgrade_node {

@@ -12,6 +12,10 @@
  * since_version), from onnx's schema history; 0 when the op does not exist at that opset (not yet, deprecated, or
  * not an ONNX op). */
 int opset_since_version(const char *op_type, int64_t opset);
+/* The opsets at which default-domain op `op_type` exists: *first is its first version's since_version, *last the
+ * newest opset of the pinned onnx schema history, or the one before the version that deprecates it. False (both 0)
+ * when it is not an ONNX op. */
+bool opset_op_range(const char *op_type, int *first, int *last);
 
 /* Rewrites every default-domain node of g (as the loader built it, g->opset below OPSET_UPGRADE_TARGET) onto
  * today's semantics: attributes that later became inputs become constant inputs, removed attributes with a fixed

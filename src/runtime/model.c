@@ -7,7 +7,9 @@
 
 #include "core/status.h"
 #include "graph/op_schema.h"
+#include "onnx/contrib_ops.h"
 #include "onnx/onnx_loader.h"
+#include "onnx/opset_upgrade.h"
 #include "runtime/model.h"
 #include "backend/backend.h"
 #include "backend/cuda_module.h"
@@ -82,36 +84,72 @@ cinfer_status cinfer_model_load_from_memory(const void *bytes, size_t size, cons
     return st;
 }
 
-cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
-    if (!path || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_load: path and out are required");
-    *out = NULL;
+/* Reads the file at `path` into *bytes (malloc'd, the caller frees it) and *size. */
+static cinfer_status read_model_file(const char *path, char **bytes, size_t *size) {
+    *bytes = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return core_error(CINFER_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
-    cinfer_status st = CINFER_OK;
-    char *bytes = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    long length = -1;
+    if (fseek(f, 0, SEEK_END) == 0) length = ftell(f);
+    if (length < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
     }
-    bytes = malloc((size_t)size + 1);
-    if (!bytes) {
+    *bytes = malloc((size_t)length + 1);
+    if (!*bytes) {
         fclose(f);
-        return core_error(CINFER_ERR_OUT_OF_MEMORY, "model '%s': cannot allocate %ld bytes", path, size);
+        return core_error(CINFER_ERR_OUT_OF_MEMORY, "model '%s': cannot allocate %ld bytes", path, length);
     }
-    if (fread(bytes, 1, (size_t)size, f) != (size_t)size) st = core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
+    cinfer_status st = CINFER_OK;
+    if (fread(*bytes, 1, (size_t)length, f) != (size_t)length) st = core_error(CINFER_ERR_IO, "cannot read model '%s'", path);
     fclose(f);
-    if (st == CINFER_OK) {
-        char *copy = strdup(path);
-        if (!copy) {
-            free(bytes);
-            return core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
-        }
-        st = cinfer_model_load_from_memory(bytes, (size_t)size, dirname(copy), out);
-        free(copy);
-        if (st != CINFER_OK) core_error_prefix(st, "model '%s': ", path);
+    if (st != CINFER_OK) {
+        free(*bytes);
+        *bytes = NULL;
     }
+    *size = (size_t)length;
+    return st;
+}
+
+cinfer_status cinfer_model_load(const char *path, cinfer_model **out) {
+    if (!path || !out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_load: path and out are required");
+    *out = NULL;
+    char *bytes = NULL, *copy = NULL;
+    size_t size = 0;
+    CINFER_TRY(read_model_file(path, &bytes, &size));
+    cinfer_status st = (copy = strdup(path)) ? CINFER_OK : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == CINFER_OK) st = cinfer_model_load_from_memory(bytes, size, dirname(copy), out);
+    if (st != CINFER_OK) core_error_prefix(st, "model '%s': ", path);
+    free(copy);
+    free(bytes);
+    return st;
+}
+
+cinfer_status cinfer_model_unsupported_nodes(const char *path, void (*visit)(const cinfer_node_ref *node, void *ctx),
+                                             void *ctx, size_t *count) {
+    if (count) *count = 0;
+    if (!path) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_model_unsupported_nodes: path is required");
+    char *bytes = NULL, *copy = NULL;
+    size_t size = 0;
+    graph *g = NULL;
+    CINFER_TRY(read_model_file(path, &bytes, &size));
+    cinfer_status st = (copy = strdup(path)) ? CINFER_OK : core_error(CINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == CINFER_OK) st = onnx_load_graph(bytes, size, dirname(copy), &g);
+    if (st != CINFER_OK) {
+        core_error_prefix(st, "model '%s': ", path);
+        goto done;
+    }
+    g->evaluator = (graph_evaluator){.iface = &cpu_evaluator, .context = NULL}; /* what cinfer_model_load binds with */
+    for (int i = 0; i < g->num_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (graph_node_supported(g, n)) continue;
+        if (count) (*count)++;
+        cinfer_node_ref ref = {.name = n->name, .op_type = n->op_type, .domain = n->domain, .opset = n->opset};
+        if (visit) visit(&ref, ctx);
+    }
+done:
+    graph_free(g);
+    free(copy);
     free(bytes);
     return st;
 }
@@ -183,6 +221,26 @@ cinfer_status cinfer_supported_op(size_t index, const char **op_type, const char
         bool cpu = backend_cpu_has_op(s->op_type), cuda = m && m->has_op(s->op_type);
         *backends = cpu && cuda ? "cpu,cuda" : cpu ? "cpu" : cuda ? "cuda" : "";
     }
+    return CINFER_OK;
+}
+
+size_t cinfer_num_op_entries(void) { return op_schema_count() + onnx_contrib_op_count(); }
+
+cinfer_status cinfer_op_entry(size_t index, cinfer_op_info *out) {
+    if (!out) return core_error(CINFER_ERR_INVALID_ARGUMENT, "cinfer_op_entry: out is NULL");
+    if (index >= cinfer_num_op_entries()) return core_error(CINFER_ERR_NOT_FOUND, "op entry %zu out of range", index);
+    if (index >= op_schema_count()) { /* a contrib op: lowered at import onto ONNX ops both backends run */
+        *out = (cinfer_op_info){.op_type = onnx_contrib_op_name(index - op_schema_count()), .domain = "com.microsoft",
+                                .first_opset = 1, .last_opset = 1, .backends = "lowered to ONNX ops"};
+        return CINFER_OK;
+    }
+    *out = (cinfer_op_info){0};
+    CINFER_TRY(cinfer_supported_op(index, &out->op_type, &out->backends));
+    int first, last;
+    bool onnx = opset_op_range(out->op_type, &first, &last);
+    out->domain = onnx ? "ai.onnx" : "cinfer";
+    out->first_opset = first;
+    out->last_opset = last;
     return CINFER_OK;
 }
 

@@ -113,10 +113,73 @@ def test_inspect_reports_structure_and_memory(cli):
     assert "planned activation memory at batch 4:" in out
 
 
-def test_ops_lists_backends(cli):
-    out = run(cli, "ops")
+def unsupported_model(path, extra=0):
+    """Relu plus nodes cinfer does not run, of three domains: If (control flow), a com.example op, a com.microsoft op
+    no lowering knows; `extra` more unknown nodes after them."""
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["out"])], "branch", [],
+                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("If", ["c"], ["i"], name="branching", then_branch=branch, else_branch=branch),
+             helper.make_node("Frobnicate", ["i"], ["f"], name="custom", domain="com.example"),
+             helper.make_node("NoSuchContribOp", ["f"], ["m0"], name="contrib", domain="com.microsoft")]
+    for k in range(extra):
+        nodes.append(helper.make_node("Unknown%d" % k, ["m%d" % k], ["m%d" % (k + 1)], name="extra%d" % k))
+    nodes.append(helper.make_node("Add", ["r", "m%d" % extra], ["y"], name="add"))
+    graph = helper.make_graph(nodes, "unsupported", [x, cond], [y])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 3), helper.make_opsetid("com.microsoft", 1)]
+    onnx.save(helper.make_model(graph, opset_imports=opsets), path)
+    return path
+
+
+def test_inspect_lists_every_unsupported_node(cli, tmp_path):
+    """inspect names each node cinfer cannot run (node, op, domain, opset) in one go and exits 1 with a summary;
+    run's load error names them too."""
+    model = unsupported_model(tmp_path / "unsupported.onnx")
+    out = run(cli, "inspect", model, expect=1)
+    rows = {tuple(line.split()) for line in out.splitlines()}
+    assert {("branching", "If", "ai.onnx", "17"), ("custom", "Frobnicate", "com.example", "3"),
+            ("contrib", "NoSuchContribOp", "com.microsoft", "1")} <= rows, out
+    assert not any(row[:1] in (("relu",), ("add",)) for row in rows), "supported nodes are not listed"
+    assert "3 nodes of" in out and "ops cinfer does not support" in out
+    out = run(cli, "run", model, "--input", "x=unused.npy", "--output-dir", tmp_path, expect=1)
+    assert "3 unsupported nodes" in out and "'branching' (If, ai.onnx v17)" in out, out
+    assert "'custom' (Frobnicate, com.example v3)" in out and "'contrib' (NoSuchContribOp, com.microsoft v1)" in out
+
+
+def test_inspect_lists_unsupported_nodes_beyond_the_load_error(cli, tmp_path):
+    """The load error names the first 20 and says how many there are; inspect lists all of them."""
+    model = unsupported_model(tmp_path / "many.onnx", extra=30)
+    out = run(cli, "run", model, "--input", "x=unused.npy", "--output-dir", tmp_path, expect=1)
+    assert "33 unsupported nodes" in out and "'extra16'" in out and "'extra17'" not in out and "inspect" in out, out
+    out = run(cli, "inspect", model, expect=1)
+    assert all(f"extra{k} " in out for k in range(30)) and "33 nodes of" in out, out
+
+
+def test_ops_lists_the_table_by_domain(cli):
+    """cinfer ops: domain, op, opsets, backends; rows grouped by domain; each ONNX op's range runs from its first
+    version in onnx's schema history to the newest opset there (or the one before it was deprecated)."""
+    from onnx import defs
+    rows = [line.split(None, 3) for line in run(cli, "ops").splitlines()[1:]]
+    domains = [r[0] for r in rows]
+    assert sorted(set(domains), key=domains.index) == ["ai.onnx", "com.microsoft", "cinfer"]
+    assert all(domains[i] == domains[i - 1] or domains[i] not in domains[:i] for i in range(1, len(domains)))
+    table = {(r[0], r[1]): r for r in rows}
     # "cpu", or "cpu,cuda" where the CUDA module loads (a machine with an NVIDIA driver)
-    assert any(line.split()[:1] == ["Conv"] and "cpu" in line.split()[1].split(",") for line in out.splitlines())
+    assert "cpu" in table[("ai.onnx", "Conv")][3].split(",")
+    assert ("com.microsoft", "SkipLayerNormalization") in table and ("com.microsoft", "Attention") in table
+    newest = max(s.since_version for s in defs.get_all_schemas_with_history() if s.domain == "")
+    for (domain, op), row in table.items():
+        if domain != "ai.onnx":
+            continue
+        history = sorted((s for s in defs.get_all_schemas_with_history() if s.domain == "" and s.name == op),
+                         key=lambda s: s.since_version)
+        last = history[-1].since_version - 1 if history[-1].deprecated else newest
+        assert row[2] == f"{history[0].since_version}-{last}", (op, row)
 
 
 def test_bench_prints_latency_table(cli):

@@ -178,7 +178,8 @@ def test_all_unsupported_ops_listed_at_once(lib):
     with pytest.raises(CinferError) as e:
         Session(lib, make_model(nodes, [x], [y]).SerializeToString())
     assert e.value.status == UNSUPPORTED
-    assert "NoSuchOpA (node 'first')" in e.value.message and "NoSuchOpB (node 'second')" in e.value.message
+    assert "2 unsupported nodes" in e.value.message
+    assert "'first' (NoSuchOpA, ai.onnx v" in e.value.message and "'second' (NoSuchOpB, ai.onnx v" in e.value.message
 
 
 def test_old_opset_loads_and_runs(lib):
