@@ -28,7 +28,8 @@ GAP_REASONS = {
     "string tensors are not supported": ["RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit"],
     "random generators (no deterministic oracle)": [
         "Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"],
-    "integer-quantized kernels not yet (QDQ DequantizeLinear/QuantizeLinear run)": [
+    "integer-quantized: exact CPU reference kernels, run on the CPU inside a CUDA session (tensor-core kernels: "
+    "issue 27)": [
         "ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul"],
     "decodes encoded image bytes, not a tensor op": ["ImageDecoder"],
     "text featurisation (n-gram counts) not yet": ["TfIdfVectorizer"],
