@@ -85,10 +85,13 @@ static inline int32_t cpu_load_q8(const tensor *t, int64_t i) {
 static inline int64_t cpu_qparam_at(const tensor *p, int64_t channel) { return tensor_numel(p) == 1 ? 0 : channel; }
 
 /* Element i of int8 or uint8 y (dtype t) = saturate(round_half_even(acc * scale) + zero_point), in float like
- * onnxruntime's requantisation: float32 multiplier and product, rounded to nearest even, then clamped. */
+ * onnxruntime's requantisation: float32 multiplier and product, rounded to nearest even, then clamped. A NaN product
+ * (a NaN or infinite scale, a zero y_scale) counts as 0, as in QuantizeLinear (misc_quant.c): never an undefined cast. */
 static inline void cpu_requantize_q8(int32_t acc, float scale, int32_t zero_point, void *y, cinfer_dtype t,
                                      int64_t i) {
-    float v = nearbyintf((float)acc * scale) + (float)zero_point;
+    float v = nearbyintf((float)acc * scale);
+    if (v != v) v = 0.0f;
+    v += (float)zero_point;
     float lo = t == CINFER_DTYPE_INT8 ? -128.0f : 0.0f, hi = t == CINFER_DTYPE_INT8 ? 127.0f : 255.0f;
     v = v < lo ? lo : v > hi ? hi : v;
     if (t == CINFER_DTYPE_INT8) ((int8_t *)y)[i] = (int8_t)v;
