@@ -160,6 +160,17 @@ def test_qlinear_matmul_rounds_half_to_even_and_saturates(lib):
     np.testing.assert_array_equal(got.ravel(), np.array([100, 102, 102, 104, 100, 98, 127, 50], np.int8))
 
 
+def test_qlinear_matmul_nan_scale_gives_the_zero_point(lib):
+    """A NaN multiplier (here a NaN a_scale) requantises as 0 + y_zero_point, as QuantizeLinear maps NaN: a defined
+    result, where casting the NaN to an integer was undefined (found by fuzz_model under UBSan)."""
+    a = np.array([[1, -3], [5, 0]], np.int8)
+    feeds = {"a": a, "as": np.asarray(np.float32("nan")), "az": np.asarray(np.int8(0)), "b": np.eye(2, dtype=np.int8),
+             "bs": np.asarray(np.float32(1)), "bz": np.asarray(np.int8(0)), "ys": np.asarray(np.float32(1)),
+             "yz": np.asarray(np.int8(7))}
+    data = make_model(helper.make_node("QLinearMatMul", list(feeds), ["y"]), feeds, np.int8)
+    np.testing.assert_array_equal(Session(lib, data).run(feeds)[0], np.full((2, 2), 7, np.int8))
+
+
 def test_matmul_integer_bad_zero_point_is_named(lib):
     feeds = {"a": np.zeros((3, 4), np.uint8), "b": np.zeros((4, 5), np.uint8), "az": np.zeros(2, np.uint8)}
     data = make_model(helper.make_node("MatMulInteger", list(feeds), ["y"]), feeds, np.int32)
